@@ -1,0 +1,3 @@
+from dflashctl.cli import main
+
+main()

@@ -1,0 +1,157 @@
+"""The dflashctl command line: each command parses arguments, calls one domain function, renders.
+
+Wiring only. Domain modules return data and raise `DflashError`s; `main()` turns those into a
+one-line error, a hint and exit code 2 (`DFLASHCTL_DEBUG=1` shows the traceback). Heavy imports
+(torch, huggingface_hub, paramiko, fastapi) happen inside the commands that need them, so
+`dflashctl --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dflashctl import __version__
+from dflashctl.console import emit_json, error
+from dflashctl.errors import DflashError, NotBuiltError
+
+app = typer.Typer(
+    name="dflashctl",
+    help="Deploy and diagnose DFlash speculative decoding.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    add_completion=True,
+)
+
+# Shared option aliases.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+HostOpt = Annotated[
+    str | None,
+    typer.Option("--host", help="Remote host: [user@]host[:port] or an ~/.ssh/config alias."),
+]
+DrafterNameOpt = Annotated[
+    str | None,
+    typer.Option("--drafter", help="Registry name of the drafter (see playbooks/drafters/)."),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option("--engine", help="Engine whose reading of the config to check: vllm, sglang or local."),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dflashctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """Deploy and diagnose DFlash speculative decoding: pinned drafters, config checks, a bundled
+    engine, smoke tests and acceptance alarms.
+
+    Exit codes: 0 healthy, 1 a problem was found, 2 could not run.
+    """
+
+
+def _exit_for(ok: bool) -> None:
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command("verify-config")
+def verify_config(
+    path: Annotated[Path, typer.Argument(help="Drafter directory or its config.json.")],
+    drafter: DrafterNameOpt = None,
+    target: Annotated[
+        Path | None, typer.Option("--target", help="Target model directory or config.json.")
+    ] = None,
+    engine: EngineOpt = "vllm",
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Write canonical values (atomic, with a backup).")
+    ] = False,
+    host: HostOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check a drafter's config.json (and safetensors header) against canonical values and rules.
+
+    Examples:
+      dflashctl verify-config ./Qwen3.6-27B-DFlash --drafter qwen3.6-27b-dflash
+      dflashctl verify-config ./drafter --target ./target --json
+      dflashctl verify-config ./drafter --drafter demo --fix
+    """
+    from dflashctl.config_check import run_verify
+    from dflashctl.render import render_verify
+
+    report = run_verify(
+        path, drafter=drafter, target=target, engine=engine, fix=fix, host=host
+    )
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        render_verify(report)
+    _exit_for(report.ok)
+
+
+@app.command()
+def fetch(
+    drafter: Annotated[str, typer.Argument(help="Registry name or org/repo.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Download a drafter at its pinned revision, verify sha256 pins, write a lock file."""
+    raise NotBuiltError("`dflashctl fetch` is not built yet", "see issue 8")
+
+
+@app.command()
+def serve(json_out: JsonOpt = False) -> None:
+    """Launch the bundled engine (default: the demo pair), vLLM or SGLang, locally or over SSH."""
+    raise NotBuiltError("`dflashctl serve` is not built yet", "see issues 4 and 6")
+
+
+@app.command()
+def smoke(json_out: JsonOpt = False) -> None:
+    """Send real chat requests and check content, speed and speculative acceptance."""
+    raise NotBuiltError("`dflashctl smoke` is not built yet", "see issue 7")
+
+
+@app.command()
+def metrics(json_out: JsonOpt = False) -> None:
+    """Parse spec-decode metrics from a log, a remote log or a /metrics URL; alarm on collapse."""
+    raise NotBuiltError("`dflashctl metrics` is not built yet", "see issue 3")
+
+
+@app.command()
+def demo(json_out: JsonOpt = False) -> None:
+    """Run the whole pipeline on the embedded demo pair, then replay the field story."""
+    raise NotBuiltError(
+        "`dflashctl demo` is not built yet: the demo pair and the bundled engine are missing",
+        "for now try: dflashctl verify-config --help",
+    )
+
+
+def main() -> None:
+    """Console-script entry point: one-line errors with a hint, exit 2 on DflashError."""
+    try:
+        app()
+    except DflashError as e:
+        if os.environ.get("DFLASHCTL_DEBUG"):
+            raise
+        error(e.message, e.hint)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        error("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

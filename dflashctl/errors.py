@@ -1,0 +1,50 @@
+"""Typed errors. Domain code raises these; only cli.main() turns them into output and exit codes.
+
+A failed *check* is data (a result with ok=False), not an exception: exceptions mean the command
+could not run (exit 2).
+"""
+
+from __future__ import annotations
+
+
+class DflashError(Exception):
+    """Something a user can act on. `exit_code` 2 = could not run."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(DflashError):
+    """Bad arguments or a combination of flags that cannot work."""
+
+
+class InputError(DflashError):
+    """An input file (config, log, safetensors, playbook) is missing, unreadable or malformed."""
+
+
+class RegistryError(DflashError):
+    """The drafter registry or a playbook is malformed, or a name is unknown."""
+
+
+class NotBuiltError(DflashError):
+    """A command that is designed but not built yet."""
+
+
+class FetchError(DflashError):
+    """A Hub download failed (gated, missing repo or revision, network, hash mismatch)."""
+
+
+class RemoteError(DflashError):
+    """An SSH connection or remote command failed."""
+
+
+class ServerError(DflashError):
+    """An HTTP server could not be reached or answered with something unusable."""
+
+
+class EngineError(DflashError):
+    """The bundled engine could not load a checkpoint or serve a request."""
