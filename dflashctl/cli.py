@@ -41,7 +41,7 @@ DrafterNameOpt = Annotated[
 ]
 EngineOpt = Annotated[
     str,
-    typer.Option("--engine", help="Engine whose reading of the config to check: vllm, sglang or local."),
+    typer.Option("--engine", help="Engine whose reading to check: vllm, sglang or local."),
 ]
 
 
@@ -93,9 +93,7 @@ def verify_config(
     from dflashctl.config_check import run_verify
     from dflashctl.render import render_verify
 
-    report = run_verify(
-        path, drafter=drafter, target=target, engine=engine, fix=fix, host=host
-    )
+    report = run_verify(path, drafter=drafter, target=target, engine=engine, fix=fix, host=host)
     if json_out:
         emit_json(report.to_json())
     else:

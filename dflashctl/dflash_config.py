@@ -98,7 +98,7 @@ def build_target_layer_ids(num_target_layers: int, num_taps: int) -> list[int]:
         return [num_target_layers // 2]
     start, end = 1, num_target_layers - 3
     span = end - start
-    return [int(round(start + i * span / (num_taps - 1))) for i in range(num_taps)]
+    return [round(start + i * span / (num_taps - 1)) for i in range(num_taps)]
 
 
 def transformers_view(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -170,8 +170,10 @@ class Resolved:
 
 
 def _int_list(value: Any) -> list[int] | None:
-    if isinstance(value, list) and value and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
         return list(value)
     return None
@@ -240,9 +242,11 @@ def resolve(
     top_aux = _int_list(cfg.get("eagle_aux_hidden_state_layer_ids"))
     dfc_ids = _int_list(dfc.get("target_layer_ids"))
     eagle_cfg = cfg.get("eagle_config")
-    eagle_ids = _int_list(eagle_cfg.get("eagle_aux_hidden_state_layer_ids")) if isinstance(
-        eagle_cfg, dict
-    ) else None
+    eagle_ids = (
+        _int_list(eagle_cfg.get("eagle_aux_hidden_state_layer_ids"))
+        if isinstance(eagle_cfg, dict)
+        else None
+    )
     if eagle_ids is not None:
         captured, captured_src = eagle_ids, "eagle_config.eagle_aux_hidden_state_layer_ids"
     elif top_aux is not None:
@@ -277,9 +281,9 @@ def resolve(
                 )
 
     # Per-layer causality and sliding windows.
-    n_layers = cfg.get("num_hidden_layers") if isinstance(cfg.get("num_hidden_layers"), int) else None
+    n_raw = cfg.get("num_hidden_layers")
+    n_layers = n_raw if isinstance(n_raw, int) and not isinstance(n_raw, bool) else None
     layer_types = view.get("layer_types")
-    raw_layer_types = cfg.get("layer_types")
     use_swa = bool(dfc.get("use_swa", False))
     window = dfc.get("swa_window_size")
     if not isinstance(window, int):
@@ -298,10 +302,9 @@ def resolve(
                 causal = dfc_causal
             else:
                 causal = bool(types) and lt == SLIDING
-            if use_swa and (raw_layer_types is None or not any_sliding):
-                sliding = True
-            else:
-                sliding = lt == SLIDING
+            # transformers always fills layer_types, so use_swa only forces SWA on drafts
+            # without any sliding layer (vLLM `_resolve_layer_attention`).
+            sliding = True if use_swa and not any_sliding else lt == SLIDING
             layers.append(LayerSpec(i, lt, causal, sliding, window if sliding else None))
         if any(layer.sliding for layer in layers) and window is None:
             errors.append(
@@ -313,11 +316,11 @@ def resolve(
                     "the top-level sliding_window is dropped by transformers' Qwen3Config because "
                     "use_sliding_window is not true; put it in dflash_config.swa_window_size"
                 )
-        kinds = {layer.sliding for layer in layers}
-        if len(kinds) > 1 and runner == "v1":
+        num_sliding_types = sum(t == SLIDING for t in types)
+        if 0 < num_sliding_types < len(types) and runner == "v1":
             errors.append(
                 "Model Runner V1 does not support: mixed sliding/full dflash drafts "
-                "(set VLLM_USE_V2_MODEL_RUNNER=1 on a GPU build)"
+                "(relaunch with VLLM_USE_V2_MODEL_RUNNER=1 on a GPU build)"
             )
 
     if arch == "DFlash2DraftModel" and runner == "v1":
