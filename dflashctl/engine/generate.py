@@ -1,0 +1,211 @@
+"""Greedy batch-one generation, plain or DFlash-speculative, with vLLM-compatible statistics.
+
+One speculative step (dflash-facts.md §9):
+  1. the drafter sees the context cache (positions < start) and the block
+     [anchor, mask x K] at positions start..start+K, and proposes d1..dK (argmax per slot);
+  2. the target verifies [anchor, d1..dK] in one forward; posterior p_i = argmax at slot i;
+  3. accepted a = length of the prefix with d_{i+1} == p_i; commit d1..da plus the bonus p_a;
+  4. the drafter's context gains the target taps of positions start..start+a; both caches roll
+     back by position (stale slots past the new length are overwritten before anything sees them).
+Statistics follow vLLM's `SpecDecodingStats`: drafts, draft tokens, accepted tokens, accepted
+per position; mean acceptance length = 1 + accepted / drafts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from dflashctl.engine.drafter import Drafter, DrafterArgs
+from dflashctl.engine.model import ModelArgs, Qwen3, rope_cache
+from dflashctl.engine.tokenizer import ChatTokenizer
+from dflashctl.engine.weights import generation_eos, load_config, load_into, read_state
+from dflashctl.errors import EngineError
+
+
+@dataclass
+class SpecStats:
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+    def observe(self, num_draft_tokens: int, num_accepted: int) -> None:
+        if len(self.accepted_per_pos) < num_draft_tokens:
+            self.accepted_per_pos += [0] * (num_draft_tokens - len(self.accepted_per_pos))
+        self.num_drafts += 1
+        self.num_draft_tokens += num_draft_tokens
+        self.num_accepted_tokens += num_accepted
+        for i in range(num_accepted):
+            self.accepted_per_pos[i] += 1
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else 0.0
+
+
+@dataclass
+class Generation:
+    tokens: list[int]
+    finish_reason: str  # "stop" | "length"
+    stats: SpecStats
+
+
+def _materialize_rope(model: Qwen3 | Drafter, head_dim: int, max_pos: int, theta: float) -> None:
+    cos, sin = rope_cache(head_dim, max_pos, theta)
+    dev = next(model.parameters()).device
+    model.rope_cos, model.rope_sin = cos.to(dev), sin.to(dev)
+
+
+class Engine:
+    """A loaded target (+ optional drafter) with static caches for one sequence at a time."""
+
+    def __init__(
+        self,
+        target: Qwen3,
+        drafter: Drafter | None,
+        tokenizer: ChatTokenizer,
+        eos_ids: list[int],
+        max_model_len: int,
+        num_speculative_tokens: int,
+    ) -> None:
+        self.target, self.drafter, self.tokenizer = target, drafter, tokenizer
+        self.eos_ids = set(eos_ids)
+        self.max_model_len = max_model_len
+        self.k = num_speculative_tokens if drafter is not None else 0
+        self.taps = tuple(drafter.args.captured_layers) if drafter is not None else ()
+        slack = self.k + 1
+        target.setup_caches(max_model_len + slack)
+        if drafter is not None:
+            drafter.setup_caches(max_model_len + slack)
+        self.device = next(target.parameters()).device
+
+    @classmethod
+    def load(
+        cls,
+        target_dir: Path,
+        drafter_dir: Path | None = None,
+        *,
+        device: str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        max_model_len: int = 2048,
+        num_speculative_tokens: int | None = None,
+    ) -> Engine:
+        t_cfg = load_config(target_dir)
+        args = ModelArgs.from_hf_config(t_cfg)
+        with torch.device("meta"):
+            target = Qwen3(args)
+        load_into(target, read_state(target_dir), rename={"model.": ""}, dtype=dtype, device=device)
+        _materialize_rope(target, args.head_dim, args.max_position_embeddings, args.rope_theta)
+        drafter = None
+        k = 0
+        if drafter_dir is not None:
+            d_cfg = load_config(drafter_dir)
+            block = num_speculative_tokens + 1 if num_speculative_tokens else None
+            d_args = DrafterArgs.from_hf_config(d_cfg, args.num_hidden_layers, block_size=block)
+            if d_args.hidden_size != args.hidden_size:
+                raise EngineError(
+                    f"drafter hidden_size {d_args.hidden_size} != target {args.hidden_size}: "
+                    "the drafter shares the target's embedding and lm_head"
+                )
+            with torch.device("meta"):
+                drafter = Drafter(d_args)
+            load_into(
+                drafter,
+                read_state(drafter_dir),
+                ignore=("embed_tokens.", "lm_head.", "d2t", "t2d"),
+                dtype=dtype,
+                device=device,
+            )
+            _materialize_rope(
+                drafter, d_args.head_dim, d_args.max_position_embeddings, d_args.rope_theta
+            )
+            k = d_args.block_size - 1
+        eos = generation_eos(target_dir) or args.eos_token_ids
+        max_len = min(max_model_len, args.max_position_embeddings - k - 1)
+        return cls(target.eval(), drafter, ChatTokenizer(target_dir), eos, max_len, k)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _positions(self, start: int, n: int) -> Tensor:
+        return torch.arange(start, start + n, device=self.device)
+
+    def prefill(self, ids: list[int]) -> tuple[int, list[Tensor]]:
+        x = torch.tensor([ids], device=self.device)
+        logits, taps = self.target(x, self._positions(0, len(ids)), taps=self.taps)
+        return int(logits[0, -1].argmax()), taps
+
+    def decode_one(self, token: int, pos: int) -> int:
+        x = torch.tensor([[token]], device=self.device)
+        logits, _ = self.target(x, self._positions(pos, 1))
+        return int(logits[0, -1].argmax())
+
+    def speculate(self, anchor: int, start: int) -> tuple[list[int], int, list[Tensor]]:
+        """One draft + verify. Returns (drafts, accepted, verify taps [1, K+1, T] each)."""
+        assert self.drafter is not None
+        block = torch.full((1, self.k + 1), self.drafter.args.mask_token_id, device=self.device)
+        block[0, 0] = anchor
+        d_logits = self.drafter(block, start, self.target.embed_tokens, self.target.lm_head)
+        drafts = d_logits[0].argmax(-1)  # [K]
+        verify = torch.cat([block[0, :1], drafts])[None]  # [1, K+1]
+        logits, taps = self.target(verify, self._positions(start, self.k + 1), taps=self.taps)
+        posterior = logits[0].argmax(-1)  # [K+1]
+        matches = (drafts == posterior[:-1]).int()
+        accepted = int(matches.cumprod(0).sum())
+        committed = drafts[:accepted].tolist() + [int(posterior[accepted])]
+        return committed, accepted, taps
+
+    # -- generation -------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def stream(
+        self, ids: list[int], max_new_tokens: int, stats: SpecStats | None = None
+    ) -> Iterator[list[int]]:
+        """Yield newly committed tokens step by step (stops at an eos token or the limit)."""
+        if not ids:
+            raise EngineError("empty prompt")
+        if len(ids) + max_new_tokens > self.max_model_len:
+            raise EngineError(
+                f"prompt ({len(ids)} tokens) + max_tokens ({max_new_tokens}) exceeds the "
+                f"context of {self.max_model_len} tokens"
+            )
+        stats = stats if stats is not None else SpecStats()
+        token, taps = self.prefill(ids)
+        pos, produced = len(ids), 0
+        if self.drafter is not None:
+            self.drafter.write_context(taps, self._positions(0, len(ids)))
+        pending = [token]
+        while True:
+            out = pending[: max_new_tokens - produced]
+            for i, t in enumerate(out):
+                if t in self.eos_ids:
+                    out = out[: i + 1]
+                    break
+            produced += len(out)
+            yield out
+            if produced >= max_new_tokens or (out and out[-1] in self.eos_ids):
+                return
+            anchor = pending[-1]
+            if self.drafter is None:
+                pending = [self.decode_one(anchor, pos)]
+                pos += 1
+                continue
+            committed, accepted, taps = self.speculate(anchor, pos)
+            stats.observe(self.k, accepted)
+            self.drafter.write_context(
+                [t[:, : accepted + 1] for t in taps], self._positions(pos, accepted + 1)
+            )
+            pos += accepted + 1
+            pending = committed
+
+    def generate(self, ids: list[int], max_new_tokens: int) -> Generation:
+        stats = SpecStats()
+        tokens: list[int] = []
+        for chunk in self.stream(ids, max_new_tokens, stats):
+            tokens.extend(chunk)
+        reason = "stop" if tokens and tokens[-1] in self.eos_ids else "length"
+        return Generation(tokens, reason, stats)

@@ -1,0 +1,229 @@
+"""Qwen3 dense target model, gpt-fast style: one config dataclass, a static KV cache, small modules.
+
+Parameter names follow Hugging Face `Qwen3ForCausalLM` minus the leading `model.` (see weights.py),
+so checkpoints load with a near-identity map. `forward` also returns the hidden states a DFlash
+drafter taps: `taps` are *capture indices* in vLLM's convention — index i is the residual stream
+at the input of decoder layer i (i == num_layers: the final pre-norm state), i.e. the output of
+0-based layer i-1 = HF `hidden_states[i]`.
+
+References: Qwen3 (transformers `modeling_qwen3.py`), gpt-fast `model.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass
+class ModelArgs:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1e6
+    max_position_embeddings: int = 4096
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    eos_token_ids: list[int] = field(default_factory=list)
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArgs:
+        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        assert isinstance(text, dict)
+        heads = text["num_attention_heads"]
+        rope = text.get("rope_parameters") or {}
+        theta = rope.get("rope_theta", text.get("rope_theta", 1e6))
+        eos = text.get("eos_token_id", cfg.get("eos_token_id"))
+        return cls(
+            vocab_size=text["vocab_size"],
+            hidden_size=text["hidden_size"],
+            intermediate_size=text["intermediate_size"],
+            num_hidden_layers=text["num_hidden_layers"],
+            num_attention_heads=heads,
+            num_key_value_heads=text.get("num_key_value_heads") or heads,
+            head_dim=text.get("head_dim") or text["hidden_size"] // heads,
+            rms_norm_eps=text.get("rms_norm_eps", 1e-6),
+            rope_theta=float(theta),
+            max_position_embeddings=text.get("max_position_embeddings", 4096),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            attention_bias=bool(text.get("attention_bias", False)),
+            eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []),
+        )
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_cache(head_dim: int, max_pos: int, theta: float) -> tuple[Tensor, Tensor]:
+    """cos/sin tables [max_pos, head_dim] for neox-style (rotate-half) RoPE, as Qwen3 uses."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    t = torch.arange(max_pos, dtype=torch.float64)
+    freqs = torch.outer(t, inv_freq)  # [max_pos, head_dim/2]
+    emb = torch.cat([freqs, freqs], dim=-1)  # [max_pos, head_dim]
+    return emb.cos().float(), emb.sin().float()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    # x: [B, H, S, D]; cos/sin: [S, D]
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return (x * cos + rotated * sin).to(x.dtype)
+
+
+class KVCache(nn.Module):
+    """Static cache [B, n_kv, max_seq, D]; `update` writes at `input_pos` and returns the views."""
+
+    def __init__(self, batch: int, n_kv: int, max_seq: int, head_dim: int, dtype: torch.dtype):
+        super().__init__()
+        shape = (batch, n_kv, max_seq, head_dim)
+        self.register_buffer("k", torch.zeros(shape, dtype=dtype), persistent=False)
+        self.register_buffer("v", torch.zeros(shape, dtype=dtype), persistent=False)
+
+    def update(self, input_pos: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        # input_pos: [S]; k, v: [B, n_kv, S, D]
+        self.k.index_copy_(2, input_pos, k)
+        self.v.index_copy_(2, input_pos, v)
+        return self.k, self.v
+
+
+class Attention(nn.Module):
+    def __init__(self, a: ModelArgs) -> None:
+        super().__init__()
+        self.n_head, self.n_kv, self.head_dim = (
+            a.num_attention_heads,
+            a.num_key_value_heads,
+            a.head_dim,
+        )
+        self.q_proj = nn.Linear(a.hidden_size, self.n_head * self.head_dim, bias=a.attention_bias)
+        self.k_proj = nn.Linear(a.hidden_size, self.n_kv * self.head_dim, bias=a.attention_bias)
+        self.v_proj = nn.Linear(a.hidden_size, self.n_kv * self.head_dim, bias=a.attention_bias)
+        self.o_proj = nn.Linear(self.n_head * self.head_dim, a.hidden_size, bias=a.attention_bias)
+        self.q_norm = RMSNorm(self.head_dim, a.rms_norm_eps)
+        self.k_norm = RMSNorm(self.head_dim, a.rms_norm_eps)
+        self.kv_cache: KVCache | None = None
+
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, input_pos: Tensor | None
+    ) -> Tensor:
+        # x: [B, S, H]; cos/sin: [S, D]; mask: [S, K] bool (True = attend) or None = causal
+        bsz, seqlen, _ = x.shape
+        q = self.q_proj(x).view(bsz, seqlen, self.n_head, self.head_dim)
+        k = self.k_proj(x).view(bsz, seqlen, self.n_kv, self.head_dim)
+        v = self.v_proj(x).view(bsz, seqlen, self.n_kv, self.head_dim)
+        q = self.q_norm(q).transpose(1, 2)  # [B, nh, S, D]
+        k = self.k_norm(k).transpose(1, 2)  # [B, nkv, S, D]
+        v = v.transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.kv_cache is not None and input_pos is not None:
+            k, v = self.kv_cache.update(input_pos, k, v)
+            assert mask is not None
+            k, v = k[:, :, : mask.shape[-1]], v[:, :, : mask.shape[-1]]
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=self.n_head != self.n_kv
+        )
+        return self.o_proj(y.transpose(1, 2).reshape(bsz, seqlen, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, intermediate: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, a: ModelArgs) -> None:
+        super().__init__()
+        self.self_attn = Attention(a)
+        self.mlp = MLP(a.hidden_size, a.intermediate_size)
+        self.input_layernorm = RMSNorm(a.hidden_size, a.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(a.hidden_size, a.rms_norm_eps)
+
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, input_pos: Tensor | None
+    ) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, input_pos)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Qwen3(nn.Module):
+    """Qwen3ForCausalLM. `forward(ids [B,S], input_pos [S] | None)` -> (logits, taps)."""
+
+    def __init__(self, a: ModelArgs) -> None:
+        super().__init__()
+        self.args = a
+        self.embed_tokens = nn.Embedding(a.vocab_size, a.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(a) for _ in range(a.num_hidden_layers))
+        self.norm = RMSNorm(a.hidden_size, a.rms_norm_eps)
+        self.lm_head = nn.Linear(a.hidden_size, a.vocab_size, bias=False)
+        if a.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+        cos, sin = rope_cache(a.head_dim, a.max_position_embeddings, a.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.max_seq = 0
+
+    def setup_caches(self, max_seq: int, batch: int = 1, dtype: torch.dtype | None = None) -> None:
+        dtype = dtype or self.embed_tokens.weight.dtype
+        device = self.embed_tokens.weight.device
+        self.max_seq = max_seq
+        for layer in self.layers:
+            layer.self_attn.kv_cache = KVCache(
+                batch, self.args.num_key_value_heads, max_seq, self.args.head_dim, dtype
+            ).to(device)
+
+    def forward(
+        self,
+        ids: Tensor,
+        input_pos: Tensor | None = None,
+        taps: tuple[int, ...] = (),
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, list[Tensor]]:
+        """ids: [B, S]; input_pos: [S] positions (None = training, no cache, causal).
+
+        With a cache, `mask` [S, K] says which of the first K cache slots each query sees; by
+        default plain causal over positions. Returns logits [B, S, V] and one [B, S, H] tensor per
+        capture index in `taps` (vLLM order: the residual entering layer i).
+        """
+        x = self.embed_tokens(ids)
+        if input_pos is None:
+            positions = torch.arange(ids.shape[1], device=ids.device)
+        else:
+            positions = input_pos
+            if mask is None:
+                end = int(positions[-1]) + 1
+                mask = torch.arange(end, device=ids.device)[None, :] <= positions[:, None]
+        cos, sin = self.rope_cos[positions], self.rope_sin[positions]
+        captured: dict[int, Tensor] = {}
+        for i, layer in enumerate(self.layers):
+            if i in taps:
+                captured[i] = x
+            x = layer(x, cos, sin, mask, input_pos)
+        n = len(self.layers)
+        if n in taps:
+            captured[n] = x
+        logits = self.lm_head(self.norm(x))
+        return logits, [captured[i] for i in taps if i in captured]

@@ -1,0 +1,59 @@
+"""Tokenizer and chat template of a Hugging Face model directory (tokenizers + jinja2, no transformers).
+
+Reads `tokenizer.json`, the chat template from `chat_template.jinja` or `tokenizer_config.json`,
+and stop tokens from `generation_config.json` / the config's `eos_token_id`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dflashctl.errors import EngineError
+
+
+class ChatTokenizer:
+    def __init__(self, model_dir: Path) -> None:
+        from tokenizers import Tokenizer
+
+        path = model_dir / "tokenizer.json"
+        if not path.exists():
+            raise EngineError(f"no tokenizer.json in {model_dir}")
+        self.tok = Tokenizer.from_file(str(path))
+        self.template = self._chat_template(model_dir)
+        self.vocab_size = self.tok.get_vocab_size()
+
+    @staticmethod
+    def _chat_template(model_dir: Path) -> str | None:
+        jinja = model_dir / "chat_template.jinja"
+        if jinja.exists():
+            return jinja.read_text()
+        cfg = model_dir / "tokenizer_config.json"
+        if cfg.exists():
+            template = json.loads(cfg.read_text()).get("chat_template")
+            if isinstance(template, str):
+                return template
+        return None
+
+    def token_id(self, token: str) -> int | None:
+        return self.tok.token_to_id(token)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tok.decode(ids, skip_special_tokens=True))
+
+    def apply_chat_template(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True
+    ) -> list[int]:
+        if self.template is None:
+            raise EngineError("this model has no chat template: use /v1/completions")
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        text = env.from_string(self.template).render(
+            messages=messages, add_generation_prompt=add_generation_prompt
+        )
+        return self.encode(text)

@@ -1,0 +1,100 @@
+"""Load Hugging Face checkpoints (config.json + safetensors, one file or shards) into the engine.
+
+Names map almost one to one: the target drops HF's leading `model.`; the drafter's checkpoint
+names are already ours. Models are built on the meta device and filled with `assign=True`, so no
+weights are allocated twice. Every key and shape is checked (nanoGPT's `from_pretrained` habit).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from dflashctl.dflash_config import read_json_object
+from dflashctl.errors import EngineError
+
+
+def safetensors_files(model_dir: Path) -> list[Path]:
+    index = model_dir / "model.safetensors.index.json"
+    if index.exists():
+        weight_map = read_json_object(index, "safetensors index").get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise EngineError(f"{index}: no weight_map")
+        files = sorted({model_dir / str(f) for f in weight_map.values()})
+    else:
+        files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise EngineError(f"no safetensors weights in {model_dir}")
+    missing = [f for f in files if not f.exists()]
+    if missing:
+        raise EngineError(f"missing weight shard {missing[0]}")
+    return files
+
+
+def read_state(model_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    state: dict[str, torch.Tensor] = {}
+    for f in safetensors_files(model_dir):
+        try:
+            state.update(load_file(str(f)))
+        except Exception as e:  # safetensors raises its own error types
+            raise EngineError(f"cannot read {f}: {e}") from e
+    return state
+
+
+def load_config(model_dir: Path) -> dict[str, Any]:
+    return read_json_object(model_dir / "config.json", "model config")
+
+
+def load_into(
+    model: nn.Module,
+    state: dict[str, torch.Tensor],
+    *,
+    rename: dict[str, str] | None = None,
+    ignore: tuple[str, ...] = (),
+    dtype: torch.dtype,
+    device: torch.device | str,
+) -> None:
+    """Fill a meta-device `model` from `state`: keys renamed by prefix, shapes asserted."""
+    wanted = {k: v for k, v in model.state_dict().items()}
+    loaded: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        key = name
+        for old, new in (rename or {}).items():
+            if key.startswith(old):
+                key = new + key[len(old) :]
+        if any(key.startswith(p) for p in ignore):
+            continue
+        if key not in wanted:
+            raise EngineError(f"unexpected weight {name!r} in checkpoint")
+        if tuple(tensor.shape) != tuple(wanted[key].shape):
+            raise EngineError(
+                f"weight {name!r} has shape {list(tensor.shape)}, the config implies "
+                f"{list(wanted[key].shape)}",
+                "the config.json does not match the weights: check with dflashctl verify-config",
+            )
+        loaded[key] = tensor.to(device=device, dtype=dtype)
+    tied = getattr(model, "args", None) is not None and getattr(
+        model.args, "tie_word_embeddings", False
+    )
+    if tied:
+        wanted.pop("lm_head.weight", None)
+    missing = sorted(k for k in wanted if k not in loaded)
+    if missing:
+        raise EngineError(f"checkpoint lacks {len(missing)} weights, e.g. {missing[0]!r}")
+    model.load_state_dict(loaded, strict=False, assign=True)
+    if tied:
+        model.lm_head.weight = model.embed_tokens.weight  # type: ignore[union-attr]
+
+
+def generation_eos(model_dir: Path) -> list[int]:
+    path = model_dir / "generation_config.json"
+    if not path.exists():
+        return []
+    eos = json.loads(path.read_text()).get("eos_token_id")
+    return [eos] if isinstance(eos, int) else [e for e in eos or [] if isinstance(e, int)]
