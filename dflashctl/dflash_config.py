@@ -5,6 +5,18 @@ Owns reading the file (both dialects: legacy top-level fields and the newer nest
 each field the way vLLM 0.32 does it (docs: shared dflash-facts.md §2–§3, §5–§6). Pure: no
 printing, no network. The bundled engine reads configs through `resolve()` too, so a stale file
 breaks it exactly the way it breaks vLLM.
+
+vLLM sources mirrored here (paths inside the `vllm` 0.32 package):
+- mask token: `v1/spec_decode/llm_base_proposer.py` `_init_parallel_drafting_params`;
+- layers that size `fc` and that the V2 runner captures:
+  `v1/worker/gpu/spec_decode/eagle/eagle3_utils.py` `get_eagle3_aux_layers_from_config`;
+- layers the V1 runner captures: `v1/worker/gpu_model_runner.py`
+  `_get_eagle3_aux_layers_from_config`, else the model default `(2, L // 2, L - 3)`;
+- capture points: `model_executor/models/qwen2.py` records index 0 (embeddings) and `idx + 1`
+  after decoder layer `idx`, so indices `0 .. L` exist and others are dropped silently;
+- per-layer attention: `model_executor/models/qwen3_dflash.py` `_resolve_layer_attention`,
+  `_dflash_layer_causal`, `_get_dflash_fc_input_size`;
+- V1 refusals: `config/vllm.py` `_get_v1_model_runner_unsupported_features`.
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from dflashctl.errors import InputError
 
@@ -21,10 +33,36 @@ SLIDING = "sliding_attention"
 FULL = "full_attention"
 KNOWN_LAYER_TYPES = (SLIDING, FULL)
 KNOWN_ARCHITECTURES = ("DFlashDraftModel", "DFlash2DraftModel")
+# Architectures vLLM 0.32 serves only on the V2 model runner ("DFlash candidate-head drafts").
+CANDIDATE_HEAD_ARCHITECTURES = ("DFlash2DraftModel", "LiLiCorrDraftModel")
 
 # transformers' Qwen3Config defaults that matter for the rewrite on load.
 QWEN3_DEFAULT_SLIDING_WINDOW = 4096
 QWEN3_DEFAULT_MAX_WINDOW_LAYERS = 28
+# transformers 5.x `ALLOWED_ATTN_LAYER_TYPES` (configuration_utils.py): anything else in
+# `layer_types` makes the config fail to load.
+TRANSFORMERS_LAYER_TYPES = (
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "window_attention",
+    "indexed_attention",
+    "compressed_sparse_attention",
+    "heavily_compressed_attention",
+    "minimax_m3_sparse",
+    "conv",
+    "moe",
+    "hybrid",
+    "hybrid_sliding",
+    "linear_attention",
+)
+# transformers `_LEGACY_LAYER_TYPE_REMAP`: old names rewritten on load.
+TRANSFORMERS_LAYER_TYPE_REMAP = {
+    "mamba": "linear_attention",
+    "attention": "full_attention",
+    "deepseek_sparse_attention": "indexed_attention",
+    "qwen_sparse_attention": "indexed_attention",
+}
 
 MASK_KEYS = (
     ("dflash_config", "mask_token_id"),
@@ -36,9 +74,14 @@ MASK_KEYS = (
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
+V1_UNSUPPORTED = "Model Runner V1 does not support: "
 
-def read_json_object(path: Path, what: str = "config") -> dict[str, Any]:
-    """Read a JSON object from `path`, turning every way it can be broken into an InputError."""
+
+def read_json_bytes(path: Path, what: str = "config") -> tuple[bytes, dict[str, Any]]:
+    """Read `path` (a directory means its config.json): the raw bytes and the JSON object.
+
+    Every way the file can be missing or broken becomes a one-line `InputError`.
+    """
     if path.is_dir():
         path = path / "config.json"
     try:
@@ -53,8 +96,14 @@ def read_json_object(path: Path, what: str = "config") -> dict[str, Any]:
         raise InputError(f"{path} is {size} bytes: too large to be a model config")
     try:
         raw = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a {what} file") from None
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror}") from None
+    return raw, parse_json_object(raw, path, what)
+
+
+def parse_json_object(raw: bytes, path: Path, what: str = "config") -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -64,15 +113,23 @@ def read_json_object(path: Path, what: str = "config") -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        truncated = e.pos >= len(text.rstrip()) - 1
+        # Cut short: the error is at the very end, or a string never closes.
+        truncated = e.pos >= len(text.rstrip()) - 1 or e.msg.startswith("Unterminated string")
         why = "truncated JSON" if truncated else "malformed JSON"
         raise InputError(
             f"{path}: {why} at line {e.lineno}, column {e.colno}: {e.msg}",
             "the file may be cut short by an interrupted download or edit; fetch it again",
         ) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data
+
+
+def read_json_object(path: Path, what: str = "config") -> dict[str, Any]:
+    """Read a JSON object from `path`, turning every way it can be broken into an InputError."""
+    return read_json_bytes(path, what)[1]
 
 
 def config_path(path: Path) -> Path:
@@ -92,6 +149,10 @@ def dflash_section(cfg: dict[str, Any]) -> dict[str, Any]:
     return sub if isinstance(sub, dict) else {}
 
 
+def is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def build_target_layer_ids(num_target_layers: int, num_taps: int) -> list[int]:
     """The published formula (z-lab/dflash, SpecForge, sglang): evenly spaced from 1 to n-3."""
     if num_taps == 1:
@@ -106,20 +167,63 @@ def transformers_view(cfg: dict[str, Any]) -> dict[str, Any]:
 
     `sliding_window` is forced to None unless `use_sliding_window` is true (and defaults to 4096
     when the flag is set without a value); `layer_types` is always filled, sliding for layers
-    i >= max_window_layers when a window survived.
+    i >= max_window_layers when a window survived; legacy layer type names are renamed
+    (`"attention"` becomes `"full_attention"`).
     """
     view = dict(cfg)
     use = bool(cfg.get("use_sliding_window", False))
     window = cfg.get("sliding_window", QWEN3_DEFAULT_SLIDING_WINDOW) if use else None
     view["sliding_window"] = window
-    if cfg.get("layer_types") is None:
+    layer_types = cfg.get("layer_types")
+    if layer_types is None:
         n = cfg.get("num_hidden_layers")
         mwl = cfg.get("max_window_layers", QWEN3_DEFAULT_MAX_WINDOW_LAYERS)
-        if isinstance(n, int) and isinstance(mwl, int):
+        if is_int(n) and is_int(mwl):
             view["layer_types"] = [
                 SLIDING if window is not None and i >= mwl else FULL for i in range(n)
             ]
+    elif isinstance(layer_types, list):
+        view["layer_types"] = [
+            TRANSFORMERS_LAYER_TYPE_REMAP.get(t, t) if isinstance(t, str) else t
+            for t in layer_types
+        ]
     return view
+
+
+def transformers_load_errors(cfg: dict[str, Any]) -> list[str]:
+    """Why transformers' (strict) Qwen3Config would refuse to load `cfg`; [] when it loads.
+
+    Covers the fields this module reads: `layer_types`, `num_hidden_layers`,
+    `sliding_window`, `use_sliding_window`, `max_window_layers`.
+    """
+    errors: list[str] = []
+    n = cfg.get("num_hidden_layers")
+    if "num_hidden_layers" in cfg and not is_int(n):
+        errors.append(f"Field 'num_hidden_layers' expected int, got {type(n).__name__}")
+    use = cfg.get("use_sliding_window", False)
+    if not isinstance(use, bool):
+        errors.append(f"Field 'use_sliding_window' expected bool, got {type(use).__name__}")
+    window = cfg.get("sliding_window")
+    if window is not None and not is_int(window):
+        errors.append(f"Field 'sliding_window' expected int or null, got {type(window).__name__}")
+    mwl = cfg.get("max_window_layers", QWEN3_DEFAULT_MAX_WINDOW_LAYERS)
+    if not is_int(mwl):
+        errors.append(f"Field 'max_window_layers' expected int, got {type(mwl).__name__}")
+    layer_types = cfg.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types):
+            errors.append("Field 'layer_types' expected a list of strings")
+        else:
+            remapped = [TRANSFORMERS_LAYER_TYPE_REMAP.get(str(t), str(t)) for t in layer_types]
+            bad = sorted({t for t in remapped if t not in TRANSFORMERS_LAYER_TYPES})
+            if bad:
+                errors.append(f"The `layer_types` entries must be known attention types, got {bad}")
+            elif is_int(n) and n != len(layer_types):
+                errors.append(
+                    f"`num_hidden_layers` ({n}) must be equal to the number of `layer_types` "
+                    f"({len(layer_types)})"
+                )
+    return errors
 
 
 @dataclass(frozen=True)
@@ -147,10 +251,10 @@ class Resolved:
     # ids that size `fc` (first non-empty source) and their source key
     fc_layer_ids: list[int] | None
     fc_source: str | None
-    # what vLLM's V1 runner captures (already +1: residual at the input of that layer)
+    # what the runner captures (already +1: residual at the input of that layer)
     captured_layers: list[int] | None
     captured_source: str
-    # 0-based "output of layer L" ids the drafter really receives on the V1 runner
+    # 0-based "output of layer L" ids the drafter really receives on that runner
     effective_target_layer_ids: list[int] | None
     layers: list[LayerSpec] = field(default_factory=list)
     block_size: int | None = None
@@ -158,6 +262,19 @@ class Resolved:
     rope_theta: float | None = None
     engine_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Added fields (defaults keep older constructors working).
+    runner: str = "v1"
+    # the raw value at `mask_source` (may be a non-int the engine would still take)
+    mask_token_raw: Any = None
+    # `fc` input features = len(aux layers) or, with no layer ids at all, num_hidden_layers
+    fc_num_features: int | None = None
+    use_aux_hidden_state: bool = True
+    # the window sliding layers get, and where it comes from
+    sliding_window: int | None = None
+    sliding_window_source: str | None = None
+    # what transformers' Qwen3Config makes of the file, and why it would refuse it
+    transformers_layer_types: list[str] | None = None
+    transformers_errors: list[str] = field(default_factory=list)
 
     @property
     def num_speculative_tokens(self) -> int | None:
@@ -167,6 +284,13 @@ class Resolved:
     def mixed_sliding_full(self) -> bool:
         kinds = {layer.sliding for layer in self.layers}
         return len(kinds) > 1
+
+    @property
+    def fc_input_size(self) -> int | None:
+        if not self.use_aux_hidden_state or self.fc_num_features is None:
+            return None
+        t = self.target_hidden_size
+        return t * self.fc_num_features if t else None
 
 
 def _int_list(value: Any) -> list[int] | None:
@@ -181,18 +305,103 @@ def _int_list(value: Any) -> list[int] | None:
 
 def rope_theta(cfg: dict[str, Any]) -> float | None:
     params = cfg.get("rope_parameters")
-    if isinstance(params, dict) and isinstance(params.get("rope_theta"), int | float):
+    if isinstance(params, dict) and is_finite_number(params.get("rope_theta")):
         return float(params["rope_theta"])
     theta = cfg.get("rope_theta")
-    return float(theta) if isinstance(theta, int | float) else None
+    return float(theta) if is_finite_number(theta) else None
+
+
+def mask_token_raw(cfg: dict[str, Any]) -> tuple[Any, str | None]:
+    """The mask token vLLM takes, as written (any type), and its key; (None, None) if none.
+
+    `dflash_config.mask_token_id` wins whenever the key exists (even null), then a non-null
+    top-level `mask_token_id`, then any present `dspark_noise_token_id`, `pard_token`,
+    `ptd_token_id` (vLLM uses `hasattr`).
+    """
+    dfc = cfg.get("dflash_config")
+    if isinstance(dfc, dict) and "mask_token_id" in dfc:
+        return dfc["mask_token_id"], "dflash_config.mask_token_id"
+    if cfg.get("mask_token_id") is not None:
+        return cfg["mask_token_id"], "mask_token_id"
+    for key in ("dspark_noise_token_id", "pard_token", "ptd_token_id"):
+        if key in cfg:
+            return cfg[key], key
+    return None, None
 
 
 def mask_token(cfg: dict[str, Any]) -> tuple[int | None, str | None]:
-    for section, key in MASK_KEYS:
-        value = get(cfg, section, key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value, f"{section}.{key}" if section else key
+    value, source = mask_token_raw(cfg)
+    return (value if is_int(value) else None), source
+
+
+def _plus_one(values: Any) -> list[Any] | None:
+    """[i + 1 for i in values] as vLLM does it; None where that would raise a TypeError."""
+    if not isinstance(values, list | tuple):
+        return None
+    if not all(is_int(v) for v in values):
+        return None
+    return [v + 1 for v in values]
+
+
+def aux_layers_eagle3(cfg: dict[str, Any]) -> tuple[list[Any] | None, str | None]:
+    """`get_eagle3_aux_layers_from_config`: capture indices that size `fc` (and that the V2
+    runner captures), with the source key; (None, None) when no source gives any."""
+    src = "eagle_aux_hidden_state_layer_ids"
+    layer_ids: Any = cfg.get("eagle_aux_hidden_state_layer_ids")
+    dfc = cfg.get("dflash_config")
+    if not layer_ids and dfc and isinstance(dfc, dict):
+        src = "dflash_config.target_layer_ids"
+        layer_ids = _plus_one(dfc.get("target_layer_ids") or [])
+    if not layer_ids:
+        dspark = cfg.get("dspark_target_layer_ids")
+        if dspark:
+            src = "dspark_target_layer_ids"
+            if cfg.get("model_type") == "deepseek_v41":
+                layer_ids = list(dspark) if isinstance(dspark, list | tuple) else None
+            else:
+                layer_ids = _plus_one(dspark)
+    if not layer_ids:
+        top = cfg.get("target_layer_ids")
+        if top:
+            src = "target_layer_ids"
+            layer_ids = _plus_one(top)
+    if not layer_ids:
+        for name in ("dflash_config", "eagle_config"):
+            sub = cfg.get(name)
+            if sub and isinstance(sub, dict):
+                layer_ids = sub.get("layer_ids")
+                if layer_ids:
+                    src = f"{name}.layer_ids"
+                    break
+    if layer_ids and isinstance(layer_ids, list | tuple):
+        return list(layer_ids), src
     return None, None
+
+
+def aux_layers_v1(cfg: dict[str, Any]) -> tuple[list[Any] | None, str | None]:
+    """The V1 runner's own copy (`GPUModelRunner._get_eagle3_aux_layers_from_config`): top-level
+    `eagle_aux_hidden_state_layer_ids`, else `dflash_config.target_layer_ids` (+1), and a
+    non-empty `eagle_config` dict then overrides with its own key (even when that is absent)."""
+    src = "eagle_aux_hidden_state_layer_ids"
+    layer_ids: Any = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if not layer_ids:
+        dfc = cfg.get("dflash_config")
+        eagle = cfg.get("eagle_config")
+        if dfc and isinstance(dfc, dict):
+            src = "dflash_config.target_layer_ids (+1)"
+            layer_ids = _plus_one(dfc.get("target_layer_ids") or [])
+        if eagle and isinstance(eagle, dict):
+            src = "eagle_config.eagle_aux_hidden_state_layer_ids"
+            layer_ids = eagle.get("eagle_aux_hidden_state_layer_ids")
+    if layer_ids and isinstance(layer_ids, list | tuple):
+        return list(layer_ids), src
+    return None, None
+
+
+def default_aux_layers(num_target_layers: int) -> list[int]:
+    """`SupportsEagle3.get_eagle3_default_aux_hidden_state_layers`."""
+    n = num_target_layers
+    return [2, n // 2, n - 3]
 
 
 def resolve(
@@ -200,144 +409,157 @@ def resolve(
 ) -> Resolved:
     """Resolve `cfg` the way vLLM 0.32 does after HF AutoConfig has loaded it.
 
-    `num_target_layers` is the target's `num_hidden_layers` (for the V1 runner's default layers
+    `num_target_layers` is the target's `num_hidden_layers` (for the runner's default layers
     and to find ids that do not exist); `runner` is "v1" (the CPU build and the default) or "v2"
     (`VLLM_USE_V2_MODEL_RUNNER=1`).
     """
     view = transformers_view(cfg)
+    raw_dfc = cfg.get("dflash_config")
     dfc = dflash_section(cfg)
     errors: list[str] = []
     notes: list[str] = []
+    v1_unsupported: list[str] = []
+    if raw_dfc is not None and not isinstance(raw_dfc, dict):
+        errors.append(
+            f"AttributeError: dflash_config is a {type(raw_dfc).__name__}, not an object "
+            "(vLLM calls dflash_config.get(...))"
+        )
+    t_errors = transformers_load_errors(cfg)
 
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
-    mask, mask_src = mask_token(cfg)
-    if mask is None:
+    mask_raw, mask_src = mask_token_raw(cfg)
+    mask = mask_raw if is_int(mask_raw) else None
+    if mask_src is None:
         errors.append(
             "ValueError: For parallel drafting, the draft model config must have "
             "`dflash_config.mask_token_id`, `mask_token_id`, `dspark_noise_token_id`, "
             "`pard_token`, or `ptd_token_id` specified in its config.json."
         )
 
-    # Layer ids that size fc (eagle3_utils order).
+    # Layer ids that size fc (eagle3_utils order), in DFlash "output of layer L" semantics.
+    eagle3_ids, eagle3_src = aux_layers_eagle3(cfg)
     fc_ids: list[int] | None = None
-    fc_src: str | None = None
-    for src, value, plus_one in (
-        ("eagle_aux_hidden_state_layer_ids", cfg.get("eagle_aux_hidden_state_layer_ids"), False),
-        ("dflash_config.target_layer_ids", dfc.get("target_layer_ids"), True),
-        ("dspark_target_layer_ids", cfg.get("dspark_target_layer_ids"), True),
-        ("target_layer_ids", cfg.get("target_layer_ids"), True),
-        ("dflash_config.layer_ids", dfc.get("layer_ids"), False),
-        ("eagle_config.layer_ids", get(cfg, "eagle_config", "layer_ids"), False),
-    ):
-        ids = _int_list(value)
-        if ids is not None:
-            fc_ids = ids if plus_one else [i - 1 for i in ids]
-            fc_src = src
-            break
+    if eagle3_ids is not None and all(is_int(i) for i in eagle3_ids):
+        fc_ids = [i - 1 for i in eagle3_ids]
+    fc_src = eagle3_src
 
-    # What the V1 runner really captures.
-    captured: list[int] | None
-    top_aux = _int_list(cfg.get("eagle_aux_hidden_state_layer_ids"))
-    dfc_ids = _int_list(dfc.get("target_layer_ids"))
-    eagle_cfg = cfg.get("eagle_config")
-    eagle_ids = (
-        _int_list(eagle_cfg.get("eagle_aux_hidden_state_layer_ids"))
-        if isinstance(eagle_cfg, dict)
-        else None
-    )
-    if eagle_ids is not None:
-        captured, captured_src = eagle_ids, "eagle_config.eagle_aux_hidden_state_layer_ids"
-    elif top_aux is not None:
-        captured, captured_src = top_aux, "eagle_aux_hidden_state_layer_ids"
-    elif dfc_ids is not None:
-        captured, captured_src = [i + 1 for i in dfc_ids], "dflash_config.target_layer_ids (+1)"
-    elif num_target_layers is not None:
-        n = num_target_layers
-        captured, captured_src = [2, n // 2, n - 3], "model default (2, L//2, L-3)"
+    drafter_cfg: dict[str, Any] = {}
+    for name in ("eagle_config", "dflash_config"):
+        sub = cfg.get(name)
+        if isinstance(sub, dict):
+            drafter_cfg.update(sub)
+    use_aux = bool(drafter_cfg.get("use_aux_hidden_state", cfg.get("use_aux_hidden_state", True)))
+
+    n_raw = cfg.get("num_hidden_layers")
+    n_layers = n_raw if is_int(n_raw) else None
+    fc_features = len(eagle3_ids) if eagle3_ids else n_layers
+
+    # What the runner really captures.
+    captured: list[Any] | None
+    if runner == "v1":
+        captured, found_src = aux_layers_v1(cfg)
     else:
-        captured, captured_src = None, "model default (2, L//2, L-3)"
-    if runner == "v1" and dfc_ids is None and top_aux is None and fc_src == "target_layer_ids":
+        captured, found_src = eagle3_ids, eagle3_src
+    captured_src = found_src or "model default (2, L//2, L-3)"
+    if captured is None and num_target_layers is not None:
+        captured = default_aux_layers(num_target_layers)
+    if runner == "v1" and fc_src == "target_layer_ids" and found_src is None:
         notes.append(
             "target_layer_ids is only at the top level: vLLM's V1 runner ignores it and captures "
             "its default layers (2, L//2, L-3); no 'Using auxiliary layers' line is logged"
         )
     effective: list[int] | None = None
     if captured is not None:
-        # The target records the residual at the input of layer i; i == n is the final
-        # pre-norm state. Ids beyond that are dropped silently at capture.
-        kept = [
-            i for i in sorted(set(captured)) if num_target_layers is None or i <= num_target_layers
-        ]
+        # The target records the residual at the input of layer i (index 0 = embeddings,
+        # i == n = the final pre-norm state), each once, in layer order; other indices are
+        # dropped silently at capture.
+        kept = sorted(
+            {
+                i
+                for i in captured
+                if is_int(i) and i >= 0 and (num_target_layers is None or i <= num_target_layers)
+            }
+        )
         effective = [i - 1 for i in kept]
-        if fc_ids is not None and len(kept) != len(fc_ids):
-            t_hidden = cfg.get("target_hidden_size") or cfg.get("hidden_size")
-            if isinstance(t_hidden, int):
-                errors.append(
-                    f"ValueError: DFlash drafter expects {t_hidden * len(fc_ids)} concatenated aux "
-                    f"hidden features but received {t_hidden * len(kept)} (on the first request; "
-                    "/health still answers 200)"
-                )
+        t_hidden = cfg.get("target_hidden_size") or cfg.get("hidden_size")
+        if use_aux and fc_features is not None and len(kept) != fc_features and is_int(t_hidden):
+            errors.append(
+                f"ValueError: DFlash drafter expects {t_hidden * fc_features} concatenated aux "
+                f"hidden features but received {t_hidden * len(kept)} (on the first request; "
+                "/health still answers 200)"
+            )
 
-    # Per-layer causality and sliding windows.
-    n_raw = cfg.get("num_hidden_layers")
-    n_layers = n_raw if isinstance(n_raw, int) and not isinstance(n_raw, bool) else None
+    # Per-layer causality and sliding windows (`_resolve_layer_attention`).
     layer_types = view.get("layer_types")
-    use_swa = bool(dfc.get("use_swa", False))
-    window = dfc.get("swa_window_size")
-    if not isinstance(window, int):
-        window = view.get("sliding_window") if isinstance(view.get("sliding_window"), int) else None
+    use_swa = dfc.get("use_swa", False)
+    window_src: str | None
+    if "swa_window_size" in dfc:
+        window_raw, window_src = dfc["swa_window_size"], "dflash_config.swa_window_size"
+    else:
+        window_raw = view.get("sliding_window")
+        window_src = "sliding_window" if window_raw is not None else None
+    window = window_raw if is_int(window_raw) else None
     top_causal = cfg.get("is_causal")
     dfc_causal = dfc.get("causal")
     layers: list[LayerSpec] = []
+    types: list[Any] = layer_types if isinstance(layer_types, list) else []
     if n_layers is not None:
-        types = layer_types if isinstance(layer_types, list) else []
         any_sliding = any(t == SLIDING for t in types)
         for i in range(n_layers):
             lt = types[i] if i < len(types) and isinstance(types[i], str) else FULL
-            if isinstance(top_causal, bool):
-                causal = top_causal
-            elif isinstance(dfc_causal, bool):
-                causal = dfc_causal
+            if top_causal is not None:
+                causal = bool(top_causal)
+            elif dfc_causal is not None:
+                causal = bool(dfc_causal)
             else:
                 causal = bool(types) and lt == SLIDING
-            # transformers always fills layer_types, so use_swa only forces SWA on drafts
-            # without any sliding layer (vLLM `_resolve_layer_attention`).
-            sliding = True if use_swa and not any_sliding else lt == SLIDING
+            if layer_types is None or (use_swa and not any_sliding):
+                sliding = bool(use_swa)
+            else:
+                sliding = lt == SLIDING
             layers.append(LayerSpec(i, lt, causal, sliding, window if sliding else None))
-        if any(layer.sliding for layer in layers) and window is None:
+        if any(layer.sliding for layer in layers) and window_raw is None:
             errors.append(
                 "ValueError: DFlash sliding attention requires a window size configured in "
                 "dflash_config.swa_window_size or the top-level sliding_window."
             )
-            if isinstance(cfg.get("sliding_window"), int) and not cfg.get("use_sliding_window"):
+            if is_int(cfg.get("sliding_window")) and cfg.get("use_sliding_window") is not True:
                 notes.append(
                     "the top-level sliding_window is dropped by transformers' Qwen3Config because "
                     "use_sliding_window is not true; put it in dflash_config.swa_window_size"
                 )
-        num_sliding_types = sum(t == SLIDING for t in types)
-        if 0 < num_sliding_types < len(types) and runner == "v1":
-            errors.append(
-                "Model Runner V1 does not support: mixed sliding/full dflash drafts "
-                "(relaunch with VLLM_USE_V2_MODEL_RUNNER=1 on a GPU build)"
+        if len(types) < n_layers:
+            notes.append(
+                f"layer_types has {len(types)} entries for {n_layers} layers: transformers "
+                "refuses to load it; missing entries are shown as full_attention"
             )
-
-    if arch == "DFlash2DraftModel" and runner == "v1":
-        errors.append("DFlash2DraftModel runs only on vLLM's V2 model runner")
+    num_sliding_types = sum(t == SLIDING for t in types)
+    if 0 < num_sliding_types < len(types):
+        v1_unsupported.append("mixed sliding/full dflash drafts")
+    if arch in CANDIDATE_HEAD_ARCHITECTURES or (
+        isinstance(archs, list) and set(archs) & set(CANDIDATE_HEAD_ARCHITECTURES)
+    ):
+        v1_unsupported.append("DFlash candidate-head drafts")
+    if runner == "v1" and v1_unsupported:
+        errors.append(
+            V1_UNSUPPORTED + ", ".join(v1_unsupported) + " (relaunch with "
+            "VLLM_USE_V2_MODEL_RUNNER=1 on a GPU build)"
+        )
 
     block, block_src = None, None
     for src, value in (
         ("dflash_config.block_size", dfc.get("block_size")),
         ("block_size", cfg.get("block_size")),
     ):
-        if isinstance(value, int) and not isinstance(value, bool):
+        if is_int(value):
             block, block_src = value, src
             break
 
     def _int(key: str) -> int | None:
         v = cfg.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return v if is_int(v) else None
 
     return Resolved(
         architecture=arch,
@@ -358,6 +580,16 @@ def resolve(
         rope_theta=rope_theta(cfg) or 1e6,
         engine_errors=errors,
         notes=notes,
+        runner=runner,
+        mask_token_raw=mask_raw,
+        fc_num_features=fc_features,
+        use_aux_hidden_state=use_aux,
+        sliding_window=window,
+        sliding_window_source=window_src,
+        transformers_layer_types=(
+            [t for t in types if isinstance(t, str)] if isinstance(layer_types, list) else None
+        ),
+        transformers_errors=t_errors,
     )
 
 
@@ -367,5 +599,5 @@ def target_text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return text if isinstance(text, dict) else cfg
 
 
-def is_finite_number(x: Any) -> bool:
+def is_finite_number(x: Any) -> TypeGuard[int | float]:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
