@@ -48,3 +48,7 @@ class ServerError(DflashError):
 
 class EngineError(DflashError):
     """The bundled engine could not load a checkpoint or serve a request."""
+
+
+class ConfigWriteError(DflashError):
+    """A config repair was refused or failed; the file on disk is unchanged."""
