@@ -221,12 +221,17 @@ def check_writable(path: Path, st: os.stat_result) -> None:
             real = path.resolve()
         except OSError:
             real = None
-        raise _refuse(
-            path,
-            "it is a symbolic link" + (f" to {real}" if real else ""),
-            "fix the real file, not a link to it"
-            + (f": dflashctl verify-config {real} --fix" if real else ""),
-        )
+        if "snapshots" in path.parts:
+            hint = (
+                "this is a Hugging Face cache entry, whose blobs are shared by content hash: "
+                "download the drafter to its own directory (hf download REPO --local-dir DIR) "
+                "and fix that copy"
+            )
+        else:
+            hint = "fix the real file, not a link to it" + (
+                f": dflashctl verify-config {real} --fix" if real else ""
+            )
+        raise _refuse(path, "it is a symbolic link" + (f" to {real}" if real else ""), hint)
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(path, "it is not a regular file")
     if not st.st_mode & 0o222:
@@ -325,6 +330,8 @@ def write_fixed(path: Path, original: bytes, st0: os.stat_result, data: dict[str
             f.write(text.encode("utf-8"))
             f.flush()
             os.fchmod(f.fileno(), stat.S_IMODE(st0.st_mode))
+            with contextlib.suppress(OSError):  # keep the owner where we may (root)
+                os.fchown(f.fileno(), st0.st_uid, st0.st_gid)
             os.fsync(f.fileno())
         # Is it still the file that was read?
         try:

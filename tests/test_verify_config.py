@@ -448,6 +448,23 @@ class TestFix:
         assert (folder / "config.json").is_symlink()
         assert sorted(p.name for p in folder.iterdir()) == ["config.json"]
 
+    def test_hub_cache_entry_is_refused_with_a_copy_hint(self, tmp_path: Path):
+        repo = tmp_path / "hub" / "models--z-lab--Qwen3.6-27B-DFlash"
+        blob = repo / "blobs" / ("b" * 64)
+        blob.parent.mkdir(parents=True)
+        blob.write_bytes((DATA / f"{QWEN36}-stale" / "config.json").read_bytes())
+        snapshot = repo / "snapshots" / ("c" * 40)
+        snapshot.mkdir(parents=True)
+        (snapshot / "config.json").symlink_to(blob)
+        report = run_verify(snapshot)  # checking is fine, and finds the entry by the cache path
+        assert report.entry is not None and report.entry.name == QWEN36
+        assert report.identification is not None
+        assert report.identification.how == "name 'z-lab/Qwen3.6-27B-DFlash'"
+        with pytest.raises(ConfigWriteError) as info:
+            run_verify(snapshot, fix=True)
+        assert "hf download" in (info.value.hint or "")
+        assert blob.read_bytes() == (DATA / f"{QWEN36}-stale" / "config.json").read_bytes()
+
     def test_file_changed_on_disk_between_read_and_write(self, tmp_path: Path):
         path = drafter_dir(tmp_path, f"{QWEN36}-stale") / "config.json"
         original, st = read_for_fix(path)
