@@ -1,0 +1,260 @@
+"""The `dflashctl metrics` domain entry points: open a source, scan it, judge it.
+
+- `analyze_source(source, opts)`: a log file, `-` (stdin) or an http(s) /metrics URL.
+- `analyze_chunks(chunks, source=…)`: any iterator of byte chunks or byte lines; the seam a
+  remote (SSH) reader plugs into.
+- `follow_source` lives in `follow.py`.
+
+Returns `MetricsReport`s and raises `DflashError`s; never prints or exits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from dflashctl.errors import InputError, NotBuiltError, UsageError
+from dflashctl.metrics.alarms import Thresholds, evaluate
+from dflashctl.metrics.scanner import ENGINES, LogScanner
+from dflashctl.metrics.window import MetricsReport, MetricsState
+
+CHUNK = 8 << 20
+
+
+@dataclass
+class MetricsOptions:
+    engine: str = "auto"
+    interval: float | None = None  # seconds between scrapes; for logs, between metrics lines
+    timeout: float = 10.0
+    drafter: str | None = None
+    min_acceptance_length: float | None = None
+    host: str | None = None
+    max_windows: int = 2000
+
+    def validate(self, source: str) -> None:
+        if self.engine not in ENGINES:
+            raise UsageError(
+                f"unknown --engine {self.engine!r}", "use one of: " + ", ".join(ENGINES)
+            )
+        if self.interval is not None and self.interval <= 0:
+            raise UsageError("--interval must be a positive number of seconds")
+        if self.timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        if self.min_acceptance_length is not None and self.min_acceptance_length < 1:
+            raise UsageError(
+                "--min-acceptance-length counts the bonus token, so it is at least 1.0",
+                "e.g. --min-acceptance-length 2.5",
+            )
+        if self.host:
+            raise NotBuiltError(
+                "reading a log on a remote host (--host) comes with the SSH layer, not built yet",
+                f"meanwhile: ssh {self.host} tail -c 200M LOGFILE | dflashctl metrics -",
+            )
+        if is_url(source) and self.engine != "auto":
+            pass  # the page says which engine it is; --engine is only a hint there
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+# ---- registry (owned by another module; optional until it lands) ----------------------------
+
+
+def expected_range(name: str) -> tuple[float | None, float | None]:
+    """(min, max) expected mean acceptance length for a registry drafter, or (None, None)."""
+    try:
+        registry = importlib.import_module("dflashctl.registry")
+    except ModuleNotFoundError as e:
+        if e.name != "dflashctl.registry":
+            raise
+        raise UsageError(
+            "--drafter needs the drafter registry (dflashctl.registry), not in this build yet",
+            "pass the floor yourself: --min-acceptance-length X",
+        ) from None
+    get_entry = getattr(registry, "get_entry", None)
+    if get_entry is None:
+        raise UsageError(
+            "the drafter registry has no get_entry() yet, so --drafter cannot be looked up",
+            "pass the floor yourself: --min-acceptance-length X",
+        )
+    entry = get_entry(name)
+    exp: Any = getattr(entry, "expected_acceptance", None)
+    if exp is None and isinstance(entry, dict):
+        exp = entry.get("expected_acceptance")
+    return _min_max(exp)
+
+
+def _min_max(exp: Any) -> tuple[float | None, float | None]:
+    if exp is None:
+        return None, None
+    if isinstance(exp, dict):
+        lo, hi = exp.get("min"), exp.get("max")
+    elif isinstance(exp, list | tuple) and len(exp) == 2:
+        lo, hi = exp
+    elif isinstance(exp, int | float):
+        lo, hi = exp, None
+    else:
+        lo, hi = getattr(exp, "min", None), getattr(exp, "max", None)
+    return (float(lo) if lo is not None else None, float(hi) if hi is not None else None)
+
+
+def thresholds_for(source: str, opts: MetricsOptions, *, follow: bool = False) -> Thresholds:
+    lo = hi = None
+    if opts.drafter:
+        lo, hi = expected_range(opts.drafter)
+    return Thresholds(
+        min_acceptance_length=opts.min_acceptance_length,
+        expected_min=lo,
+        expected_max=hi,
+        drafter=opts.drafter,
+        interval=opts.interval,
+        follow=follow,
+        url=source if is_url(source) else None,
+        source=source if not is_url(source) and source != "-" else "LOG",
+    )
+
+
+def judge(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> MetricsReport:
+    if opts.drafter and th.expected_min is None:
+        state.notes.append(f"the registry has no expected acceptance range for {opts.drafter}")
+    return MetricsReport(state, evaluate(state, th))
+
+
+# ---- logs -----------------------------------------------------------------------------------
+
+
+def open_log(path: Path) -> BinaryIO:
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a log file", "pass the log file itself")
+    try:
+        return open(path, "rb", buffering=0)  # the caller closes it
+    except FileNotFoundError:
+        raise InputError(
+            f"no such log file: {path}",
+            "for a server's metrics pass its URL: http://HOST:PORT/metrics",
+        ) from None
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def read_chunks(f: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
+    """Chunks of a file or pipe. Full chunks reuse one buffer: consumers must copy what they
+    keep (the scanner keeps slices, which are copies)."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    while True:
+        try:
+            n = f.readinto(buf)  # type: ignore[attr-defined]
+        except OSError as e:
+            raise InputError(f"reading the log failed: {e.strerror or e}") from None
+        if not n:
+            return
+        yield buf if n == size else bytes(view[:n])  # type: ignore[misc]
+
+
+def analyze_chunks(
+    chunks: Iterable[bytes],
+    *,
+    source: str,
+    opts: MetricsOptions,
+    ref: datetime | None = None,
+    th: Thresholds | None = None,
+) -> MetricsReport:
+    """Judge a log delivered as byte chunks or byte lines (local, stdin or remote)."""
+    th = th or thresholds_for(source, opts)
+    scanner = LogScanner(opts.engine, max_windows=opts.max_windows)
+    for chunk in chunks:
+        scanner.feed(chunk)
+    scanner.close()
+    return judge(scanner.state(source, ref), th, opts)
+
+
+def analyze_source(
+    source: str, opts: MetricsOptions, *, sleep: Callable[[float], None] = time.sleep
+) -> MetricsReport:
+    opts.validate(source)
+    th = thresholds_for(source, opts)
+    if is_url(source):
+        return analyze_url(source, opts, th, sleep=sleep)
+    if source == "-":
+        stdin = sys.stdin.buffer
+        return analyze_chunks(read_chunks(stdin), source="stdin", opts=opts, th=th)
+    path = Path(source)
+    with open_log(path) as f:
+        try:
+            ref = datetime.fromtimestamp(os.fstat(f.fileno()).st_mtime)
+        except OSError:
+            ref = None
+        return analyze_chunks(read_chunks(f), source=source, opts=opts, ref=ref, th=th)
+
+
+# ---- Prometheus ------------------------------------------------------------------------------
+
+
+def analyze_url(
+    url: str,
+    opts: MetricsOptions,
+    th: Thresholds,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> MetricsReport:
+    """Two scrapes `--interval` apart (vLLM counters) or one (SGLang gauges)."""
+    from dflashctl.metrics import prom
+
+    def scrape() -> prom.PromReading:
+        text = prom.fetch_text(url, opts.timeout)
+        return prom.parse_reading(text, at=datetime.now(), monotonic=time.monotonic(), url=url)
+
+    first = scrape()
+    state = MetricsState(source=url, kind="prometheus", engine=None, windows=[], total_windows=0)
+    if not (first.has_vllm or first.has_sglang):
+        raise InputError(
+            f"{url} serves Prometheus text but no vllm: or sglang: metrics",
+            "point at the engine's own /metrics (vLLM API port; SGLang with --enable-metrics)",
+        )
+    if first.has_vllm and not prom.has_vllm_spec(first):
+        state.engine = "vllm"
+        state.spec_config = {"enabled": False, "engine": "vllm"}
+        return judge(state, th, opts)
+    if prom.has_vllm_spec(first):
+        state.engine = "vllm"
+        interval = opts.interval or 10.0
+        sleep(interval)
+        second = scrape()
+        w, reset = prom.window_between(first, second)
+        state.lifetime = prom.lifetime_window(second)
+        if reset:
+            state.notes.append("the counters went down between the scrapes: the engine restarted")
+        if w is not None:
+            state.windows = [w]
+        elif state.lifetime is not None:
+            state.windows = [state.lifetime]
+            state.notes.append(
+                f"no drafts in the {interval:g} s between the scrapes (idle): judged on the "
+                "totals since the engine started; send traffic or lengthen --interval"
+            )
+        state.total_windows = len(state.windows)
+        return judge(state, th, opts)
+    # SGLang: gauges describe the scheduler's last logging interval.
+    state.engine = "sglang"
+    sw = prom.sglang_window(first)
+    if sw is None:
+        state.spec_config = {"enabled": False, "engine": "sglang"}
+    elif prom.sglang_idle(None, first):
+        state.notes.append("SGLang reports no verify calls yet: no traffic since start")
+    else:
+        state.windows = [sw]
+        state.total_windows = 1
+        state.notes.append(
+            "SGLang gauges describe its last decode-log interval; `accept rate` semantics changed "
+            "at 0.5.11 (0.5.6-0.5.10 counted the bonus token)"
+        )
+    return judge(state, th, opts)

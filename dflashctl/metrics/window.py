@@ -1,0 +1,230 @@
+"""The spec-decode data model shared by every source: one `SpecWindow` per metrics interval.
+
+A window is what an engine reports for one logging or scrape interval, normalised to vLLM's
+definitions (docs/metrics.md, "Normalisation"):
+
+- `mean_acceptance_length` (τ) counts the bonus token: 1 + accepted / num_drafts. SGLang's
+  `accept len` ((accepted + bonus) / verify forwards) is the same quantity.
+- `draft_acceptance_rate` is a fraction 0–1: accepted / drafted (vLLM prints a percentage).
+- `per_position[i]` is accepted_at_position_i / num_drafts.
+
+Pure data: no I/O, no printing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(slots=True)
+class SpecWindow:
+    """One interval of speculative-decoding statistics."""
+
+    engine: str  # "vllm" | "sglang"
+    format: str  # e.g. "vllm-0.10.2+", "vllm-v0", "sglang", "vllm-prometheus"
+    timestamp: datetime | None = None
+    timestamp_raw: str | None = None
+    stream: str = ""  # engine index / process / DP rank when several write to one log
+    launch: int = 0  # index of the engine launch (start-up) this window belongs to
+    mean_acceptance_length: float | None = None
+    accepted_tokens: int | None = None
+    drafted_tokens: int | None = None
+    num_drafts: int | None = None
+    per_position: list[float] | None = None
+    draft_acceptance_rate: float | None = None  # fraction 0-1
+    accepted_throughput: float | None = None  # tokens/s
+    drafted_throughput: float | None = None  # tokens/s
+    generation_throughput: float | None = None  # tokens/s (engine companion line or gauge)
+    running_reqs: int | None = None
+    waiting_reqs: int | None = None
+    offset: int = -1  # byte offset of the line in the log (-1: not from a log)
+    cumulative: bool = False  # a since-start total rather than one interval
+
+    @property
+    def k(self) -> int | None:
+        """Number of speculative positions, when the source reports them."""
+        return len(self.per_position) if self.per_position else None
+
+    def to_json(self) -> dict[str, Any]:
+        pp = self.per_position
+        return {
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            "timestamp_raw": self.timestamp_raw,
+            "engine": self.engine,
+            "format": self.format,
+            "stream": self.stream,
+            "launch": self.launch,
+            "mean_acceptance_length": _r(self.mean_acceptance_length, 4),
+            "accepted_tokens": self.accepted_tokens,
+            "drafted_tokens": self.drafted_tokens,
+            "num_drafts": self.num_drafts,
+            "per_position": [round(p, 4) for p in pp] if pp else None,
+            "draft_acceptance_rate": _r(self.draft_acceptance_rate, 4),
+            "accepted_throughput": _r(self.accepted_throughput, 2),
+            "drafted_throughput": _r(self.drafted_throughput, 2),
+            "generation_throughput": _r(self.generation_throughput, 2),
+            "running_reqs": self.running_reqs,
+            "waiting_reqs": self.waiting_reqs,
+            "cumulative": self.cumulative,
+        }
+
+
+def _r(x: float | None, nd: int) -> float | None:
+    if x is None or x != x:  # None or NaN
+        return None
+    return round(x, nd)
+
+
+def aggregate(windows: list[SpecWindow]) -> SpecWindow:
+    """Pool several windows of one stream into one, weighting by drafts (counts add up).
+
+    Used when the latest window alone has too few drafted tokens to judge.
+    """
+    last = windows[-1]
+    agg = SpecWindow(
+        engine=last.engine,
+        format=last.format,
+        timestamp=last.timestamp,
+        timestamp_raw=last.timestamp_raw,
+        stream=last.stream,
+        launch=last.launch,
+        offset=last.offset,
+    )
+    if all(w.accepted_tokens is not None and w.drafted_tokens is not None for w in windows):
+        acc = sum(w.accepted_tokens or 0 for w in windows)
+        dra = sum(w.drafted_tokens or 0 for w in windows)
+        agg.accepted_tokens, agg.drafted_tokens = acc, dra
+        agg.draft_acceptance_rate = acc / dra if dra else None
+        if all(w.num_drafts for w in windows):
+            nd = sum(w.num_drafts or 0 for w in windows)
+            agg.num_drafts = nd
+            agg.mean_acceptance_length = 1.0 + acc / nd
+            ks = {w.k for w in windows}
+            if len(ks) == 1 and None not in ks:
+                agg.per_position = [
+                    sum((w.per_position or [])[i] * (w.num_drafts or 0) for w in windows) / nd
+                    for i in range(last.k or 0)
+                ]
+    if agg.mean_acceptance_length is None:
+        vals = [w.mean_acceptance_length for w in windows if w.mean_acceptance_length is not None]
+        agg.mean_acceptance_length = sum(vals) / len(vals) if vals else None
+    if agg.draft_acceptance_rate is None:
+        rates = [w.draft_acceptance_rate for w in windows if w.draft_acceptance_rate is not None]
+        agg.draft_acceptance_rate = sum(rates) / len(rates) if rates else None
+    return agg
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """A likely cause and the command that checks it."""
+
+    cause: str
+    check: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"cause": self.cause, "check": self.check}
+
+
+@dataclass(slots=True)
+class Finding:
+    """An alarm (fails the verdict) or a warning (shown, keeps exit 0)."""
+
+    kind: str  # collapse | below_expected | decay | stale | no_speculation | cold_start | ...
+    severity: str  # "alarm" | "warning"
+    message: str
+    likely_causes: list[Cause] = field(default_factory=list)
+    stream: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "message": self.message,
+            "likely_causes": [c.to_json() for c in self.likely_causes],
+            "stream": self.stream,
+        }
+
+
+@dataclass(slots=True)
+class Marker:
+    """A non-metrics log line that matters to the verdict (start-up, busy evidence, config)."""
+
+    offset: int
+    text: str
+    timestamp: datetime | None = None
+
+
+@dataclass
+class MetricsState:
+    """Everything a source yielded, before judging it."""
+
+    source: str
+    kind: str  # "log" | "prometheus"
+    engine: str | None
+    windows: list[SpecWindow]  # retained windows, oldest first
+    total_windows: int
+    launches: int = 1
+    latest_launch_has_startup: bool = False  # a start-up line precedes the latest launch
+    startup_after_last_window: Marker | None = None
+    busy_after_last_window: Marker | None = None
+    newest_line: Marker | None = None
+    spec_config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    unknown_fields: list[str] = field(default_factory=list)
+    non_spec_decode_lines: int = 0
+    lifetime: SpecWindow | None = None  # Prometheus: totals since the engine started
+
+    @property
+    def latest(self) -> SpecWindow | None:
+        return self.windows[-1] if self.windows else None
+
+    def current_windows(self) -> list[SpecWindow]:
+        """Windows of the latest launch that has any."""
+        if not self.windows:
+            return []
+        launch = self.windows[-1].launch
+        return [w for w in self.windows if w.launch == launch]
+
+
+@dataclass
+class MetricsReport:
+    """The verdict: the state plus findings. `ok` is False when any finding is an alarm."""
+
+    state: MetricsState
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "alarm" for f in self.findings)
+
+    @property
+    def alarms(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "alarm"]
+
+    def to_json(self) -> dict[str, Any]:
+        st = self.state
+        w = st.latest
+        return {
+            "ok": self.ok,
+            "source": st.source,
+            "engine": st.engine,
+            "format": w.format if w else None,
+            "windows": st.total_windows,
+            "windows_in_series": len(st.windows),
+            "launches": st.launches,
+            "timestamp": w.timestamp.isoformat() if w and w.timestamp else None,
+            "mean_acceptance_length": _r(w.mean_acceptance_length, 4) if w else None,
+            "per_position": [_r(p, 4) for p in w.per_position] if w and w.per_position else None,
+            "draft_acceptance_rate": _r(w.draft_acceptance_rate, 4) if w else None,
+            "accepted_tokens": w.accepted_tokens if w else None,
+            "drafted_tokens": w.drafted_tokens if w else None,
+            "generation_throughput": _r(w.generation_throughput, 2) if w else None,
+            "alarms": [f.to_json() for f in self.findings],
+            "speculative_config": st.spec_config,
+            "lifetime": st.lifetime.to_json() if st.lifetime else None,
+            "notes": st.notes,
+            "unknown_fields": st.unknown_fields,
+            "series": [x.to_json() for x in st.windows],
+        }
