@@ -22,6 +22,7 @@ from dflashctl.dflash_config import (
     FULL,
     KNOWN_ARCHITECTURES,
     KNOWN_LAYER_TYPES,
+    MAX_DRAFT_LAYERS,
     SLIDING,
     TRANSFORMERS_LAYER_TYPE_REMAP,
     TRANSFORMERS_LAYER_TYPES,
@@ -331,6 +332,8 @@ def _check_structure(c: _Ctx) -> None:
         value = cfg.get(key)
         if value is not None and (not is_int(value) or value <= 0):
             c.add(key, "invalid", value, "a positive integer")
+        elif key == "num_hidden_layers" and value is not None and value > MAX_DRAFT_LAYERS:
+            c.add(key, "invalid", value, f"at most {MAX_DRAFT_LAYERS}", "not a drafter layer count")
         elif not c.canon(key, value, key, hint_bad=weights_hint) and value is None:
             c.add(key, "missing", None, "a positive integer", "required by every engine")
     for key in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim"):

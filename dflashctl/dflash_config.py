@@ -73,6 +73,9 @@ MASK_KEYS = (
 )
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
+# No drafter has more layers than this; a larger num_hidden_layers is treated as absent rather
+# than expanded into a per-layer table (a hostile 10**12 would exhaust memory).
+MAX_DRAFT_LAYERS = 4096
 
 V1_UNSUPPORTED = "Model Runner V1 does not support: "
 
@@ -178,7 +181,7 @@ def transformers_view(cfg: dict[str, Any]) -> dict[str, Any]:
     if layer_types is None:
         n = cfg.get("num_hidden_layers")
         mwl = cfg.get("max_window_layers", QWEN3_DEFAULT_MAX_WINDOW_LAYERS)
-        if is_int(n) and is_int(mwl):
+        if is_int(n) and is_int(mwl) and 0 <= n <= MAX_DRAFT_LAYERS:
             view["layer_types"] = [
                 SLIDING if window is not None and i >= mwl else FULL for i in range(n)
             ]
@@ -453,7 +456,9 @@ def resolve(
     use_aux = bool(drafter_cfg.get("use_aux_hidden_state", cfg.get("use_aux_hidden_state", True)))
 
     n_raw = cfg.get("num_hidden_layers")
-    n_layers = n_raw if is_int(n_raw) else None
+    n_layers = n_raw if is_int(n_raw) and 0 < n_raw <= MAX_DRAFT_LAYERS else None
+    if is_int(n_raw) and n_layers is None:
+        errors.append(f"num_hidden_layers {n_raw} is not a plausible drafter layer count")
     fc_features = len(eagle3_ids) if eagle3_ids else n_layers
 
     # What the runner really captures.

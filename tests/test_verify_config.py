@@ -209,6 +209,14 @@ class TestRules:
         filled = rows["transformers: layer_types"]
         assert (filled.found, filled.expected) == (None, [FULL] * 5)
 
+    def test_absurd_layer_count_is_invalid_not_expanded(self):
+        cfg = published()
+        cfg.update(num_hidden_layers=10**12)
+        del cfg["layer_types"]  # transformers would fill 10**12 entries
+        rows = by_field(check_drafter(cfg))
+        assert rows["num_hidden_layers"].status == "invalid"
+        assert "attention (per layer)" not in rows
+
     def test_string_is_causal_is_flagged(self):
         cfg = published()
         cfg["is_causal"] = "false"
