@@ -305,7 +305,10 @@ class LogScanner:
             self._fatal = None
         if prev_end < e:
             self._tail(buf, prev_end, e, g0)
-        self._prev_tail = buf[max(s, e - LOOKBACK) : e]
+        if e - s >= LOOKBACK:
+            self._prev_tail = buf[e - LOOKBACK : e]
+        else:  # short regions (small reads, line-by-line input): keep a rolling tail
+            self._prev_tail = (self._prev_tail + buf[s:e])[-LOOKBACK:]
 
     def _line_at(self, buf: bytes, lo: int, p: int, hi: int) -> tuple[int, bytes]:
         r = buf.rfind(b"\n", lo, p)
@@ -360,10 +363,11 @@ class LogScanner:
         if sgl:
             self._records.append((self.total_windows, g, self.launch, buf[ls:le], 0))
         else:
-            lb = max(gap_start, ls - LOOKBACK)
-            head = self._prev_tail if ls - LOOKBACK < s else b""
-            blob = head + buf[lb:le] if head else buf[lb:le]
-            self._records.append((self.total_windows, g, self.launch, blob, len(head) + ls - lb))
+            if ls - LOOKBACK >= s:
+                back = buf[ls - LOOKBACK : ls]
+            else:  # the look-back reaches into earlier regions
+                back = (self._prev_tail + buf[s:ls])[-LOOKBACK:]
+            self._records.append((self.total_windows, g, self.launch, back + buf[ls:le], len(back)))
         self._last_key = key
         self._last_win_end = g0 + le
         if len(self._metric_needles) > 1:
