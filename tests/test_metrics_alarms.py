@@ -1,0 +1,290 @@
+"""Alarm rules at their boundaries, warnings, likely causes, and the registry's expected range."""
+
+from __future__ import annotations
+
+import sys
+import types
+from datetime import datetime, timedelta
+
+import pytest
+
+from dflashctl.errors import DflashError, UsageError
+from dflashctl.metrics.alarms import Thresholds, evaluate
+from dflashctl.metrics.analyze import MetricsOptions, expected_range, thresholds_for
+from dflashctl.metrics.window import Marker, MetricsReport, MetricsState, SpecWindow
+
+T0 = datetime(2026, 11, 20, 10, 0, 0)
+
+
+def win(
+    mean: float | None = 2.5,
+    *,
+    rate: float | None = 0.5,
+    drafted: int | None = 3000,
+    k: int = 3,
+    pp: list[float] | None = None,
+    i: int = 0,
+    launch: int = 0,
+    stream: str = "engine 0",
+    engine: str = "vllm",
+) -> SpecWindow:
+    drafts = drafted // k if drafted is not None else None
+    acc = round((mean - 1) * drafts) if drafts and mean is not None else None
+    return SpecWindow(
+        engine=engine,
+        format="vllm-0.10.2+",
+        timestamp=T0 + timedelta(seconds=10 * i),
+        timestamp_raw=f"w{i}",
+        stream=stream,
+        launch=launch,
+        mean_acceptance_length=mean,
+        accepted_tokens=acc,
+        drafted_tokens=drafted,
+        num_drafts=drafts,
+        per_position=pp if pp is not None else [0.7, 0.5, 0.3][:k] + [0.2] * max(0, k - 3),
+        draft_acceptance_rate=rate,
+    )
+
+
+def state(windows: list[SpecWindow], **kw) -> MetricsState:
+    return MetricsState(
+        source="LOG", kind="log", engine="vllm", windows=windows, total_windows=len(windows), **kw
+    )
+
+
+def judge(windows: list[SpecWindow], th: Thresholds | None = None, **kw):
+    return evaluate(state(windows, **kw), th or Thresholds())
+
+
+def alarms(findings) -> list[str]:
+    return [f.kind for f in findings if f.severity == "alarm"]
+
+
+def warnings(findings) -> list[str]:
+    return [f.kind for f in findings if f.severity == "warning"]
+
+
+class TestCollapse:
+    @pytest.mark.parametrize("mean, collapsed", [(1.30, True), (1.31, False), (1.29, True)])
+    def test_mean_length_boundary(self, mean, collapsed):
+        f = judge([win(mean, rate=0.4)])
+        assert alarms(f) == (["collapse"] if collapsed else [])
+
+    def test_printed_value_is_what_counts(self):
+        # 1.304 prints as 1.30 in the log, so it is judged as 1.30
+        assert alarms(judge([win(1.304, rate=0.4)])) == ["collapse"]
+
+    @pytest.mark.parametrize("rate, collapsed", [(0.049, True), (0.050, False), (0.0504, False)])
+    def test_draft_acceptance_boundary(self, rate, collapsed):
+        f = judge([win(2.0, rate=rate, k=15)])
+        assert alarms(f) == (["collapse"] if collapsed else [])
+
+    @pytest.mark.parametrize("drafted, severity", [(199, "warning"), (200, "alarm")])
+    def test_enough_drafted_tokens(self, drafted, severity):
+        f = judge([win(1.05, rate=0.01, drafted=drafted, k=1, pp=[0.05])])
+        assert [(x.kind, x.severity) for x in f] == [("collapse", severity)]
+
+    def test_small_windows_are_pooled(self):
+        ws = [win(1.1, rate=0.02, drafted=120, k=3, i=0), win(1.1, rate=0.02, drafted=90, k=3, i=1)]
+        assert alarms(judge(ws)) == ["collapse"]  # 210 drafted together
+
+    def test_sglang_lines_need_no_token_counts(self):
+        w = win(1.02, rate=0.0, drafted=None, engine="sglang")
+        w.per_position = None
+        assert alarms(judge([w])) == ["collapse"]
+
+    def test_causes_position_one_dead_means_mismatch(self):
+        f = judge(
+            [win(1.03, rate=0.002, k=3, pp=[0.03, 0.0, 0.0])],
+            Thresholds(drafter="qwen3-8b-dflash-b16", url="http://127.0.0.1:8000/metrics"),
+        )
+        causes = f[0].likely_causes
+        assert "mismatch" in causes[0].cause
+        assert causes[0].check.startswith(
+            "dflashctl verify-config DRAFTER_DIR --drafter qwen3-8b-dflash-b16"
+        )
+        assert any(c.check == "dflashctl smoke http://127.0.0.1:8000" for c in causes)
+
+    def test_causes_position_one_alive_starts_elsewhere(self):
+        f = judge([win(1.2, rate=0.03, k=15, pp=[0.2] + [0.0] * 14)])
+        assert "mismatch" not in f[0].likely_causes[0].cause
+
+    def test_cold_start_does_not_hide_a_collapse(self):
+        f = judge([win(1.03, rate=0.002)], latest_launch_has_startup=True)
+        assert alarms(f) == ["collapse"] and "first window after start-up" in f[0].message
+
+
+class TestBelowExpected:
+    @pytest.mark.parametrize("mean, fails", [(2.49, True), (2.50, False), (2.51, False)])
+    def test_min_acceptance_length(self, mean, fails):
+        f = judge([win(mean, i=0), win(mean, i=1)], Thresholds(min_acceptance_length=2.5))
+        assert alarms(f) == (["below_expected"] if fails else [])
+
+    def test_registry_range(self):
+        th = Thresholds(expected_min=3.16, expected_max=7.87, drafter="qwen3-8b-dflash-b16")
+        f = judge([win(3.15, i=0), win(3.15, i=1)], th)
+        assert alarms(f) == ["below_expected"]
+        assert "3.16-7.87 for qwen3-8b-dflash-b16" in f[0].message
+        assert alarms(judge([win(3.16)], th)) == []
+
+    def test_first_window_after_startup_is_a_cold_start(self):
+        th = Thresholds(min_acceptance_length=2.7)
+        f = judge([win(2.52)], th, latest_launch_has_startup=True)
+        assert alarms(f) == [] and warnings(f) == ["cold_start"]
+        assert "cold start" in f[0].message
+        # the second window is judged
+        f = judge([win(2.52, i=0), win(2.55, i=1)], th, latest_launch_has_startup=True)
+        assert alarms(f) == ["below_expected"]
+
+    def test_a_lone_window_without_startup_is_judged(self):
+        assert alarms(judge([win(2.52)], Thresholds(min_acceptance_length=2.7))) == [
+            "below_expected"
+        ]
+
+    def test_format_without_mean(self):
+        w = win(None, rate=0.5)
+        f = judge([w], Thresholds(min_acceptance_length=2.0))
+        assert warnings(f) == ["below_expected"] and "cannot compare" in f[0].message
+
+
+class TestDecay:
+    def test_trend(self):
+        vals = [3.0, 2.9, 2.7, 2.4, 2.1, 1.9]
+        f = judge([win(v, i=i) for i, v in enumerate(vals)])
+        assert alarms(f) == ["decay"]
+        assert "fell from 2.95" in f[0].message and "to 2.00" in f[0].message
+
+    def test_one_noisy_window_is_not_a_trend(self):
+        for vals in ([3, 3, 3, 3, 3, 1.5], [3, 3, 1.5, 3, 3, 3], [3, 3, 3, 1.5, 3, 3, 3, 3, 3]):
+            assert alarms(judge([win(v, i=i) for i, v in enumerate(vals)])) == [], vals
+
+    def test_too_few_windows(self):
+        vals = [3.0, 2.7, 2.4, 2.1, 1.8]
+        assert alarms(judge([win(v, i=i) for i, v in enumerate(vals)])) == []
+
+    def test_small_drop_is_not_decay(self):
+        vals = [3.0, 3.0, 2.9, 2.85, 2.8, 2.8]
+        assert alarms(judge([win(v, i=i) for i, v in enumerate(vals)])) == []
+
+    def test_cold_first_window_is_left_out(self):
+        # a high first window after start-up must not make the warm ones look like decay
+        vals = [4.5, 2.8, 2.8, 2.8, 2.7, 2.8, 2.8]
+        ws = [win(v, i=i) for i, v in enumerate(vals)]
+        assert alarms(judge(ws, latest_launch_has_startup=True)) == []
+        # without a start-up line the first window is an ordinary one, and this is a drop
+        assert alarms(judge(ws)) == ["decay"]
+
+    def test_long_context_cliff_named(self):
+        early = [0.9, 0.8, 0.6, 0.5, 0.4]
+        late = [0.5, 0.4, 0.0, 0.0, 0.0]
+        ws = [win(4.2, i=i, k=5, pp=early) for i in range(3)]
+        ws += [win(2.0, i=3 + i, k=5, pp=late) for i in range(3)]
+        f = judge(ws)
+        assert alarms(f) == ["decay"] and "positions 3-5 fell to ~0" in f[0].message
+        assert "long-context cliff" in f[0].likely_causes[0].cause
+
+    def test_only_the_latest_launch_counts(self):
+        old = [win(3.0, i=i, launch=0) for i in range(6)]
+        new = [win(1.9, i=10 + i, launch=1) for i in range(6)]
+        assert alarms(judge(old + new)) == []
+
+
+class TestWeakPositions:
+    def test_later_positions_near_zero(self):
+        pp = [0.82, 0.41, 0.12, 0.03, 0.01, 0.005, 0.0, 0.0]
+        f = judge([win(2.4, rate=0.18, k=8, pp=pp)])
+        assert alarms(f) == [] and warnings(f) == ["weak_later_positions"]
+        assert "positions 5-8" in f[0].message and "num_speculative_tokens=4" in f[0].message
+
+    def test_weak_first_position_is_not_this_warning(self):
+        pp = [0.39, 0.1, 0.0, 0.0, 0.0]
+        assert "weak_later_positions" not in warnings(judge([win(1.5, rate=0.1, k=5, pp=pp)]))
+
+    def test_one_zero_tail_position_is_fine(self):
+        pp = [0.9, 0.7, 0.5, 0.3, 0.01]
+        assert warnings(judge([win(3.4, rate=0.5, k=5, pp=pp)])) == []
+
+
+class TestStale:
+    def _busy_state(self, gap_s: float, *, busy: bool = True, interval: float = 10.0):
+        ws = [win(2.5, i=i) for i in range(5)]
+        last = ws[-1].timestamp
+        assert last is not None
+        newest = Marker(10**6, "newest", last + timedelta(seconds=gap_s))
+        return state(
+            ws,
+            busy_after_last_window=Marker(10**6, "Engine 000: Running: 4 reqs", None)
+            if busy
+            else None,
+            newest_line=newest,
+        )
+
+    @pytest.mark.parametrize("gap, stale", [(30, False), (31, True), (300, True)])
+    def test_gap_boundary(self, gap, stale):
+        f = evaluate(self._busy_state(gap), Thresholds())
+        assert alarms(f) == (["stale"] if stale else [])
+
+    def test_interval_scales_the_limit(self):
+        assert alarms(evaluate(self._busy_state(100), Thresholds(interval=60))) == []
+        assert alarms(evaluate(self._busy_state(181), Thresholds(interval=60))) == ["stale"]
+
+    def test_idle_engine_is_not_stale(self):
+        assert alarms(evaluate(self._busy_state(3600, busy=False), Thresholds())) == []
+
+    def test_later_launch(self):
+        st = state(
+            [win(1.05, rate=0.01)],
+            startup_after_last_window=Marker(99, "Starting vLLM server on http://0.0.0.0:8000", T0),
+        )
+        f = evaluate(st, Thresholds())
+        assert alarms(f) == ["stale"]  # and the old collapse is not judged
+        assert warnings(evaluate(st, Thresholds(follow=True))) == ["restart"]
+
+
+class TestNoWindows:
+    def test_spec_off(self):
+        f = evaluate(state([], spec_config={"enabled": False}), Thresholds())
+        assert alarms(f) == ["no_speculation"]
+
+    def test_nothing_yet(self):
+        f = evaluate(state([]), Thresholds())
+        assert warnings(f) == ["no_metrics"] and MetricsReport(state([]), f).ok
+        assert evaluate(state([]), Thresholds(follow=True)) == []
+
+
+class TestRegistry:
+    def test_real_registry_entry(self):
+        pytest.importorskip("dflashctl.registry")
+        lo, hi = expected_range("qwen3-8b-dflash-b16")
+        assert lo is not None and hi is not None and 1 <= lo <= hi
+
+    def test_unknown_drafter_is_a_clear_error(self):
+        pytest.importorskip("dflashctl.registry")
+        with pytest.raises(DflashError) as e:
+            expected_range("no-such-drafter")
+        assert e.value.exit_code == 2
+
+    def test_registry_not_built(self, monkeypatch):
+        monkeypatch.setitem(sys.modules, "dflashctl.registry", None)
+        with pytest.raises(UsageError, match="registry"):
+            thresholds_for("x.log", MetricsOptions(drafter="anything"))
+
+    @pytest.mark.parametrize(
+        "exp, want",
+        [
+            ({"min": 2.5, "max": 3.0}, (2.5, 3.0)),
+            ((2.0, 4.0), (2.0, 4.0)),
+            (types.SimpleNamespace(min=1.5, max=2.5, source="x"), (1.5, 2.5)),
+            (None, (None, None)),
+        ],
+    )
+    def test_entry_shapes(self, monkeypatch, exp, want):
+        fake = types.ModuleType("dflashctl.registry")
+        fake.get_entry = lambda name: types.SimpleNamespace(expected_acceptance=exp)  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "dflashctl.registry", fake)
+        assert expected_range("x") == want
+
+    def test_registry_without_get_entry(self, monkeypatch):
+        monkeypatch.setitem(sys.modules, "dflashctl.registry", types.ModuleType("r"))
+        with pytest.raises(UsageError, match="get_entry"):
+            expected_range("x")

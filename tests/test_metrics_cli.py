@@ -1,0 +1,177 @@
+"""`dflashctl metrics` as users run it: exit codes, --json shape, human view, --plot, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from metrics_util import DATA, run_main
+
+from dflashctl.cli import app
+
+REQUIRED = {
+    "ok",
+    "engine",
+    "windows",
+    "mean_acceptance_length",
+    "per_position",
+    "draft_acceptance_rate",
+    "alarms",
+    "series",
+}
+WINDOW_KEYS = {
+    "timestamp",
+    "engine",
+    "stream",
+    "mean_acceptance_length",
+    "accepted_tokens",
+    "drafted_tokens",
+    "num_drafts",
+    "per_position",
+    "draft_acceptance_rate",
+    "generation_throughput",
+}
+
+
+class TestExitCodes:
+    @pytest.mark.parametrize(
+        "name, code",
+        [
+            ("vllm_034_healthy.log", 0),
+            ("vllm_weak_positions.log", 0),  # a warning only
+            ("vllm_034_collapsed.log", 1),
+            ("vllm_stale_restart.log", 1),
+            ("vllm_decay.log", 1),
+            ("sglang_collapsed.log", 1),
+        ],
+    )
+    def test_verdicts(self, runner, name, code):
+        assert runner.invoke(app, ["metrics", str(DATA / name)]).exit_code == code
+
+    @pytest.mark.parametrize(
+        "args, needle",
+        [
+            (["binary_garbage.bin"], "not a text log"),
+            (["nope.log"], "no such log file"),
+            (["vllm_034_healthy.log", "--engine", "llamacpp"], "unknown --engine"),
+            (["vllm_034_healthy.log", "--min-acceptance-length", "0.5"], "at least 1.0"),
+            (["vllm_034_healthy.log", "--host", "gpu1"], "comes with the SSH layer"),
+            (["vllm_034_healthy.log", "--interval", "0"], "--interval"),
+        ],
+    )
+    def test_could_not_run(self, monkeypatch, capsys, args, needle):
+        args = [str(DATA / args[0]), *args[1:]]
+        code, out, err = run_main(monkeypatch, capsys, "metrics", *args)
+        assert code == 2 and out == ""
+        assert needle in err
+        assert "Traceback" not in err
+
+    def test_subprocess_one_line_error(self):
+        r = subprocess.run(
+            [sys.executable, "-m", "dflashctl", "metrics", str(DATA / "binary_garbage.bin")],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.startswith("Error: the input is not a text log")
+        assert "Traceback" not in r.stderr
+
+
+class TestJson:
+    def test_shape_and_latest_window(self, runner):
+        result = runner.invoke(app, ["metrics", str(DATA / "vllm_034_collapsed.log"), "--json"])
+        assert result.exit_code == 1
+        d = json.loads(result.stdout)
+        assert set(d) >= REQUIRED
+        assert d["ok"] is False and d["engine"] == "vllm" and d["windows"] == 5
+        assert d["mean_acceptance_length"] == 1.03
+        assert d["per_position"][:2] == [0.03, 0.003] and len(d["per_position"]) == 15
+        assert d["draft_acceptance_rate"] == pytest.approx(0.002)
+        (alarm,) = d["alarms"]
+        assert {"kind", "severity", "message", "likely_causes"} <= set(alarm)
+        assert alarm["kind"] == "collapse" and alarm["severity"] == "alarm"
+        assert all({"cause", "check"} <= set(c) for c in alarm["likely_causes"])
+        assert len(d["series"]) == 5 and set(d["series"][0]) >= WINDOW_KEYS
+        assert d["series"][0]["mean_acceptance_length"] == 5.68
+        assert d["series"][-1]["timestamp"].endswith("10:05:50")
+
+    def test_stdin(self, runner):
+        data = (DATA / "sglang_0523_healthy.log").read_bytes()
+        result = runner.invoke(app, ["metrics", "-", "--json"], input=data)
+        assert result.exit_code == 0
+        d = json.loads(result.stdout)
+        assert d["engine"] == "sglang" and d["windows"] == 6 and d["source"] == "stdin"
+
+    def test_no_windows(self, runner):
+        result = runner.invoke(app, ["metrics", str(DATA / "vllm_no_metrics.log"), "--json"])
+        d = json.loads(result.stdout)
+        assert result.exit_code == 0 and d["windows"] == 0 and d["series"] == []
+        assert d["mean_acceptance_length"] is None
+
+    def test_registry_drafter(self, runner):
+        pytest.importorskip("dflashctl.registry")
+        args = ["metrics", str(DATA / "vllm_034_healthy.log"), "--json"]
+        result = runner.invoke(app, [*args, "--drafter", "qwen3-8b-dflash-b16"])
+        d = json.loads(result.stdout)
+        assert result.exit_code == 1  # 2.5 is below the 3.16 expected for this drafter
+        assert [a["kind"] for a in d["alarms"]] == ["below_expected"]
+        assert "--drafter qwen3-8b-dflash-b16" in json.dumps(d["alarms"][0]["likely_causes"])
+
+
+class TestHuman:
+    def test_table_bars_sparkline_causes(self, runner):
+        result = runner.invoke(app, ["metrics", str(DATA / "vllm_decay.log")])
+        out = result.stdout
+        assert result.exit_code == 1
+        assert "Per-position acceptance" in out and "pos 15" in out
+        assert "█" in out  # bars
+        assert "Acceptance over time" in out and any(c in out for c in "▁▂▃")
+        assert "Recent windows" in out
+        assert "ALARM" in out and "decay" in out and "check:" in out
+        assert "verdict: alarm collapse, decay (exit 1)" in out
+
+    def test_healthy_verdict(self, runner):
+        result = runner.invoke(app, ["metrics", str(DATA / "vllm_034_healthy.log")])
+        assert "verdict: ok (exit 0)" in result.stdout
+
+
+class TestPlot:
+    def test_png_written(self, runner, tmp_path: Path):
+        pytest.importorskip("matplotlib")
+        png = tmp_path / "acc.png"
+        args = ["metrics", str(DATA / "vllm_decay.log"), "--plot", str(png), "--json"]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert json.loads(result.stdout)["windows"] == 12
+        assert [p.name for p in tmp_path.iterdir()] == ["acc.png"]  # no temp file left
+
+    def test_without_matplotlib(self, monkeypatch, capsys, tmp_path: Path):
+        monkeypatch.setitem(sys.modules, "matplotlib", None)
+        code, _, err = run_main(
+            monkeypatch,
+            capsys,
+            "metrics",
+            str(DATA / "vllm_034_healthy.log"),
+            "--plot",
+            str(tmp_path / "x.png"),
+        )
+        assert code == 2 and "matplotlib" in err and "dflashctl[plot]" in err
+        assert not (tmp_path / "x.png").exists()
+
+
+def test_reading_a_log_imports_no_http_or_plot_libraries():
+    code = (
+        "import sys\n"
+        f"sys.argv = ['dflashctl', 'metrics', {str(DATA / 'vllm_034_healthy.log')!r}, '--json']\n"
+        "from dflashctl.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('httpx', 'prometheus_client', 'matplotlib', 'torch') "
+        "if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY=\n" in r.stderr

@@ -1,0 +1,188 @@
+"""Prometheus sources against a real HTTP server on 127.0.0.1: deltas, SGLang gauges, bad pages."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from metrics_util import MetricsServer, run_main, vllm_page
+
+from dflashctl.errors import ServerError
+from dflashctl.metrics import MetricsOptions, analyze_source
+from dflashctl.metrics.alarms import Thresholds
+from dflashctl.metrics.follow import follow_url
+from dflashctl.metrics.prom import parse_reading
+
+FAST = ["--interval", "0.05", "--timeout", "5"]
+
+
+@pytest.fixture
+def serve():
+    servers: list[MetricsServer] = []
+
+    def start(body, **kw) -> MetricsServer:
+        s = MetricsServer(body, **kw)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+class TestVllmCounters:
+    def test_delta_between_two_scrapes(self, serve):
+        srv = serve(lambda n: vllm_page(n + 1))
+        r = analyze_source(srv.url, MetricsOptions(interval=0.05))
+        assert srv.hits == 2
+        w = r.state.latest
+        assert w is not None and w.format == "vllm-prometheus"
+        assert (w.num_drafts, w.accepted_tokens, w.drafted_tokens) == (100, 250, 300)
+        assert w.mean_acceptance_length == pytest.approx(3.5)
+        assert w.draft_acceptance_rate == pytest.approx(250 / 300)
+        assert w.per_position == pytest.approx([0.9, 0.8, 0.8])
+        assert r.ok
+        lt = r.state.lifetime
+        assert lt is not None and lt.num_drafts == 200  # two intervals since start
+
+    def test_engines_are_summed(self, serve):
+        srv = serve(lambda n: vllm_page(n + 1, engines=2))
+        w = analyze_source(srv.url, MetricsOptions(interval=0.05)).state.latest
+        assert (
+            w is not None
+            and w.num_drafts == 200
+            and w.per_position == pytest.approx([0.9, 0.8, 0.8])
+        )
+
+    def test_collapse_exit_1_and_json(self, serve, monkeypatch, capsys):
+        srv = serve(lambda n: vllm_page(n + 1, accepted=5, per_pos=(3, 1, 1)))
+        code, out, _ = run_main(monkeypatch, capsys, "metrics", srv.url, "--json", *FAST)
+        assert code == 1
+        d = json.loads(out)
+        assert d["ok"] is False and d["engine"] == "vllm" and d["windows"] == 1
+        assert d["mean_acceptance_length"] == pytest.approx(1.05)
+        assert d["per_position"] == pytest.approx([0.03, 0.01, 0.01])
+        assert [a["kind"] for a in d["alarms"]] == ["collapse"]
+
+    def test_counter_reset_means_restart(self, serve):
+        srv = serve(lambda n: vllm_page(5 if n == 0 else 1))
+        r = analyze_source(srv.url, MetricsOptions(interval=0.05))
+        w = r.state.latest
+        assert w is not None and w.num_drafts == 100
+        assert any("restarted" in n for n in r.state.notes)
+
+    def test_idle_falls_back_to_totals_since_start(self, serve):
+        srv = serve(lambda n: vllm_page(4, accepted=10, per_pos=(6, 2, 2)))
+        r = analyze_source(srv.url, MetricsOptions(interval=0.05))
+        w = r.state.latest
+        assert w is not None and w.cumulative and w.num_drafts == 400
+        assert [f.kind for f in r.alarms] == ["collapse"]  # 1.10 since start
+        assert any("idle" in n for n in r.state.notes)
+
+    def test_no_spec_counters(self, serve, monkeypatch, capsys):
+        page = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n"
+        srv = serve(lambda n: page)
+        code, out, _ = run_main(monkeypatch, capsys, "metrics", srv.url, "--json", *FAST)
+        assert code == 1
+        assert [a["kind"] for a in json.loads(out)["alarms"]] == ["no_speculation"]
+        assert srv.hits == 1  # no second scrape needed
+
+
+class TestSglang:
+    def test_gauges(self, serve):
+        page = (
+            "# TYPE sglang:spec_accept_length gauge\n"
+            'sglang:spec_accept_length{model_name="m",tp_rank="1"} 9.0\n'
+            'sglang:spec_accept_length{tp_rank="0",model_name="m"} 2.41\n'
+            "# TYPE sglang:spec_accept_rate gauge\n"
+            'sglang:spec_accept_rate{model_name="m",tp_rank="0"} 0.47\n'
+            "# TYPE sglang:spec_verify_calls_total counter\n"
+            'sglang:spec_verify_calls_total{model_name="m",tp_rank="0"} 1200.0\n'
+            "# TYPE sglang:gen_throughput gauge\n"
+            'sglang:gen_throughput{model_name="m",tp_rank="0"} 3120.5\n'
+        )
+        srv = serve(lambda n: page)
+        r = analyze_source(srv.url, MetricsOptions())
+        w = r.state.latest
+        assert r.state.engine == "sglang" and w is not None
+        assert (w.mean_acceptance_length, w.draft_acceptance_rate) == (2.41, 0.47)
+        assert w.generation_throughput == 3120.5 and r.ok and srv.hits == 1
+
+    def test_collapsed_gauge(self, serve):
+        page = 'sglang:spec_accept_length{tp_rank="0"} 1.02\nsglang:spec_accept_rate 0.0\n'
+        srv = serve(lambda n: page)
+        assert [f.kind for f in analyze_source(srv.url, MetricsOptions()).alarms] == ["collapse"]
+
+
+class TestBadServers:
+    @pytest.mark.parametrize(
+        "kw, body, needle",
+        [
+            ({"ctype": "text/html"}, "<html><body>Grafana</body></html>", "returned HTML"),
+            ({}, "<!DOCTYPE html><html></html>", "returned HTML"),
+            ({"status": 500}, "Internal Server Error", "HTTP 500"),
+            ({"status": 404}, "not found", "HTTP 404"),
+            ({}, "this is not { prometheus text\n", "not Prometheus metrics text"),
+            (
+                {},
+                "# TYPE python_gc_objects_collected_total counter\n"
+                "python_gc_objects_collected_total 1\n",
+                "no vllm: or sglang:",
+            ),
+        ],
+    )
+    def test_one_line_error_exit_2(self, serve, monkeypatch, capsys, kw, body, needle):
+        srv = serve(lambda n: body, **kw)
+        code, out, err = run_main(monkeypatch, capsys, "metrics", srv.url, *FAST)
+        assert code == 2 and out == ""
+        assert needle in err and "Traceback" not in err
+
+    def test_hang_times_out(self, serve, monkeypatch, capsys):
+        srv = serve(lambda n: "", hang=True)
+        code, _, err = run_main(
+            monkeypatch, capsys, "metrics", srv.url, "--timeout", "0.3", "--interval", "0.05"
+        )
+        assert code == 2 and "did not answer within 0.3 s" in err
+
+    def test_nothing_listening(self, serve, monkeypatch, capsys):
+        srv = serve(lambda n: "")
+        url = srv.url
+        srv.close()
+        code, _, err = run_main(monkeypatch, capsys, "metrics", url, *FAST)
+        assert code == 2 and "cannot reach" in err
+
+
+class TestParse:
+    def test_label_order_and_created_samples(self):
+        text = vllm_page(3)
+        r = parse_reading(text, at=datetime(2026, 1, 1), monotonic=0.0)
+        assert r.drafts == 300 and r.accepted == 750 and r.per_pos == {0: 270, 1: 240, 2: 240}
+
+    def test_garbage_is_a_server_error(self):
+        with pytest.raises(ServerError):
+            parse_reading("a b c d\n", at=datetime(2026, 1, 1), monotonic=0.0)
+
+
+class TestFollowUrl:
+    def test_windows_and_alarm_as_they_come(self, serve):
+        # healthy for two intervals, then the drafter collapses
+        def page(n: int) -> str:
+            healthy = min(n, 2)
+            bad = max(0, n - 2)
+            drafts, acc = 100 * (healthy + bad), 250 * healthy + 2 * bad
+            pos = (90 * healthy + 2 * bad, 80 * healthy, 80 * healthy)
+            return vllm_page(1, drafts=drafts, accepted=acc, per_pos=pos)
+
+        srv = serve(page)
+        opts = MetricsOptions(interval=0.01)
+        events = []
+        for ev in follow_url(srv.url, opts=opts, th=Thresholds(follow=True)):
+            events.append(ev)
+            if ev.kind == "alarm" or len(events) > 20:
+                break
+        kinds = [e.kind for e in events]
+        assert kinds[0] == "history"
+        windows = [e.window for e in events if e.kind == "window"]
+        assert [round(w.mean_acceptance_length, 2) for w in windows] == [3.5, 3.5, 1.02]
+        assert events[-1].kind == "alarm" and events[-1].finding.kind == "collapse"
