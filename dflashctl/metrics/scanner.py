@@ -223,81 +223,12 @@ class LogScanner:
     # ---- scanning one region of complete lines --------------------------------------------
 
     def _scan(self, buf: bytes, s: int, e: int, g0: int) -> None:
-        nds = self._metric_needles
-        prev_end = s
-        last = -1
-        if len(nds) == 1 and self.engine == "vllm":
-            # The hot loop (a vLLM log once its first metrics line was seen): per line a few
-            # C-level finds, one prefix check and one slice. The slice reaches back LOOKBACK
-            # bytes so the `Engine 000:` companion line can be picked out later, lazily.
-            # Anything unusual (another process, a long gap, a pending start-up line, the
-            # region start) goes through `_hit`.
-            nd = nds[0]
-            step = len(nd)
-            find, rfind, startswith = buf.find, buf.rfind, buf.startswith
-            append = self._records.append
-            key, n, launch = self._last_key, self.total_windows, self.launch
-            dist, last_end = self._key_dist, self._last_win_end
-            pending = self._pending_startup is not None
-            p = find(nd, s, e)
-            while p >= 0:
-                ls = p - dist
-                if (
-                    key is not None
-                    and dist >= 0
-                    and ls - LOOKBACK >= s
-                    and p + FORWARD <= e
-                    and buf[ls - 1] == 10  # the line starts where this process's lines do
-                    and startswith(key, ls)
-                    and g0 + ls - last_end <= GAP_SEARCH_BYTES
-                    and not pending
-                ):
-                    n += 1
-                    append((n, g0 + ls, launch, buf[ls - LOOKBACK : p + FORWARD], LOOKBACK))
-                    last_end = g0 + p + step
-                    last = ls
-                    prev_end = p + step
-                    p = find(nd, prev_end, e)
-                    continue
-                r = rfind(b"\n", prev_end, p)
-                ls = r + 1 if r >= 0 else prev_end
-                le = find(b"\n", p, e)
-                if le < 0:
-                    le = e
-                self.total_windows, self._last_win_end = n, last_end
-                if self._hit(buf, s, prev_end, ls, le, g0):
-                    last = ls
-                key, n, launch = self._last_key, self.total_windows, self.launch
-                dist, last_end = self._key_dist, self._last_win_end
-                pending = self._pending_startup is not None
-                nd = self._metric_needles[0]  # _hit may have relocked it
-                step = len(nd)
-                prev_end = le + 1
-                p = find(nd, prev_end, e)
-            self.total_windows, self._last_win_end = n, last_end
-        else:
-            hits: list[int] = []
-            for nd in nds:
-                p = buf.find(nd, s, e)
-                while p >= 0:
-                    hits.append(p)
-                    nl = buf.find(b"\n", p, e)
-                    if nl < 0:
-                        break
-                    p = buf.find(nd, nl + 1, e)
-            if len(nds) > 1:
-                hits.sort()
-            for p in hits:
-                r = buf.rfind(b"\n", s, p)
-                ls = r + 1 if r >= 0 else s
-                if ls < prev_end:
-                    continue  # a second needle on the same line
-                le = buf.find(b"\n", p, e)
-                if le < 0:
-                    le = e
-                if self._hit(buf, s, prev_end, ls, le, g0):
-                    last = ls
-                prev_end = le + 1
+        prev_end, last = s, -1
+        if not self._fast_ready():
+            prev_end, last = self._scan_general(buf, s, e, g0)
+        if prev_end < e and self._fast_ready():
+            prev_end, fast_last = self._scan_fast(buf, s, prev_end, e, g0)
+            last = max(last, fast_last)
         if last >= 0:
             le = buf.find(b"\n", last, e)
             self._newest = (g0 + last, buf[last : le if le >= 0 else e])
@@ -309,6 +240,90 @@ class LogScanner:
             self._prev_tail = buf[e - LOOKBACK : e]
         else:  # short regions (small reads, line-by-line input): keep a rolling tail
             self._prev_tail = (self._prev_tail + buf[s:e])[-LOOKBACK:]
+
+    def _scan_general(self, buf: bytes, s: int, e: int, g0: int) -> tuple[int, int]:
+        """Before the engine and needle are known (or for SGLang): every hit through `_hit`.
+        Stops as soon as the fast loop can take over."""
+        nds = self._metric_needles
+        prev_end, last = s, -1
+        hits: list[int] = []
+        for nd in nds:
+            p = buf.find(nd, s, e)
+            while p >= 0:
+                hits.append(p)
+                nl = buf.find(b"\n", p, e)
+                if nl < 0:
+                    break
+                p = buf.find(nd, nl + 1, e)
+        if len(nds) > 1:
+            hits.sort()
+        for p in hits:
+            r = buf.rfind(b"\n", s, p)
+            ls = r + 1 if r >= 0 else s
+            if ls < prev_end:
+                continue  # a second needle on the same line
+            le = buf.find(b"\n", p, e)
+            if le < 0:
+                le = e
+            if self._hit(buf, s, prev_end, ls, le, g0):
+                last = ls
+            prev_end = le + 1
+            if self._fast_ready():
+                break
+        return prev_end, last
+
+    def _fast_ready(self) -> bool:
+        return len(self._metric_needles) == 1 and self.engine == "vllm"
+
+    def _scan_fast(self, buf: bytes, s: int, prev_end: int, e: int, g0: int) -> tuple[int, int]:
+        """The hot loop (a vLLM log once its first metrics line was seen): per line a few
+        C-level finds, one prefix check and one slice. The slice reaches back LOOKBACK bytes so
+        the `Engine 000:` companion line can be picked out later, lazily. Anything unusual
+        (another process, a long gap, a pending start-up line, the region start) goes through
+        `_hit`. Returns (end of the last line handled, start of the last window line)."""
+        last = -1
+        nd = self._metric_needles[0]
+        find, rfind, startswith = buf.find, buf.rfind, buf.startswith
+        append = self._records.append
+        hi = e - FORWARD
+        p = find(nd, prev_end, e)
+        while p >= 0:
+            key, dist = self._last_key, self._key_dist
+            if key is not None and dist >= 0 and self._pending_startup is None:
+                n, launch, step = self.total_windows, self.launch, len(nd)
+                lo = s + LOOKBACK + dist  # the look-back stays inside this region
+                # the next metrics line must come within GAP_SEARCH_BYTES of the last one
+                limit = self._last_win_end - g0 + GAP_SEARCH_BYTES + dist
+                taken = -1
+                while lo <= p <= hi and p <= limit:
+                    ls = p - dist
+                    if buf[ls - 1] != 10 or not startswith(key, ls):
+                        break  # another process or prefix: the slow way
+                    n += 1
+                    append((n, g0 + ls, launch, buf[ls - LOOKBACK : p + FORWARD], LOOKBACK))
+                    taken = p
+                    limit = p + step + GAP_SEARCH_BYTES + dist
+                    p = find(nd, p + step, e)
+                    if p < 0:
+                        break
+                if taken >= 0:
+                    self.total_windows = n
+                    self._last_win_end = g0 + taken + step
+                    last = taken - dist
+                    prev_end = taken + step
+                if p < 0:
+                    break
+            r = rfind(b"\n", prev_end, p)
+            ls = r + 1 if r >= 0 else prev_end
+            le = find(b"\n", p, e)
+            if le < 0:
+                le = e
+            if self._hit(buf, s, prev_end, ls, le, g0):
+                last = ls
+            nd = self._metric_needles[0]  # _hit may have relocked it
+            prev_end = le + 1
+            p = find(nd, prev_end, e)
+        return prev_end, last
 
     def _line_at(self, buf: bytes, lo: int, p: int, hi: int) -> tuple[int, bytes]:
         r = buf.rfind(b"\n", lo, p)
