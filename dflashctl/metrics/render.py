@@ -96,12 +96,12 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
             console.print("\n[bold]Per-position acceptance[/bold] (latest window)")
             for i, p in enumerate(w.per_position, 1):
                 console.print(f"  pos {i:>2} [green]{bar(p)}[/green] {p:.3f}")
-        cur = st.current_windows()
+        cur = [x for x in st.current_windows() if x.stream == w.stream]  # one stream's trend
         vals = [x.mean_acceptance_length for x in cur if x.mean_acceptance_length is not None]
-        label = "mean acceptance length"
+        label = "mean acceptance length" + (f", {w.stream}" if w.stream else "")
         if len(vals) < 2:
             vals = [x.draft_acceptance_rate for x in cur if x.draft_acceptance_rate is not None]
-            label = "draft acceptance"
+            label = "draft acceptance" + (f", {w.stream}" if w.stream else "")
         if len(vals) >= 2:
             console.print(
                 f"\n[bold]Acceptance over time[/bold] ({label}, {len(vals)} windows, "
@@ -134,17 +134,17 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
 
 def windows_table(ws: list[SpecWindow]) -> Table:
     t = Table(title="Recent windows", title_justify="left", show_edge=False, pad_edge=False)
-    for col, just in (
-        ("time", "left"),
-        ("stream", "left"),
-        ("τ (mean len)", "right"),
-        ("draft acc.", "right"),
-        ("accepted", "right"),
-        ("drafted", "right"),
-        ("gen tok/s", "right"),
-        ("positions", "left"),
+    for col, just, wrap in (
+        ("time", "left", False),
+        ("stream", "left", False),
+        ("τ", "right", False),
+        ("draft", "right", False),
+        ("accepted", "right", False),
+        ("drafted", "right", False),
+        ("gen tok/s", "right", False),
+        ("per position", "left", True),
     ):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+        t.add_column(col, justify=just, no_wrap=not wrap)  # type: ignore[arg-type]
     for w in ws:
         t.add_row(
             w.timestamp_raw or "-",
