@@ -81,7 +81,8 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
     launches = f", {st.launches} launches" if st.launches > 1 else ""
     console.print(
         f"[bold]dflashctl metrics[/bold] {escape(st.source)} · engine {st.engine or '?'}{fmt} · "
-        f"{st.total_windows} window(s){launches}"
+        f"{st.total_windows} window(s){launches}",
+        soft_wrap=True,
     )
     if w is not None:
         where = f" ({escape(w.stream)})" if w.stream else ""
@@ -90,7 +91,8 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
             f"  mean acceptance length [bold]{_f(w.mean_acceptance_length)}[/bold]   "
             f"draft acceptance [bold]{_pct(w.draft_acceptance_rate)}[/bold]   "
             f"accepted/drafted {_f(w.accepted_tokens, '{}')}/{_f(w.drafted_tokens, '{}')}   "
-            f"generation {_f(w.generation_throughput, '{:.1f}')} tok/s"
+            f"generation {_f(w.generation_throughput, '{:.1f}')} tok/s",
+            soft_wrap=True,
         )
         if w.per_position:
             console.print("\n[bold]Per-position acceptance[/bold] (latest window)")
@@ -105,7 +107,8 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
         if len(vals) >= 2:
             console.print(
                 f"\n[bold]Acceptance over time[/bold] ({label}, {len(vals)} windows, "
-                f"min {min(vals):.2f}, max {max(vals):.2f})"
+                f"min {min(vals):.2f}, max {max(vals):.2f})",
+                soft_wrap=True,
             )
             console.print(f"  [cyan]{sparkline(vals)}[/cyan]")
         console.print()
