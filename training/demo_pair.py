@@ -3,7 +3,8 @@
 One command, fixed seeds, resumable stages (each stage skips itself when its output exists):
 
     python training/demo_pair.py --work .train --out $OUT            # on a GPU (an H200)
-    python training/demo_pair.py --work /tmp/t --out /tmp/o --tiny    # a CPU smoke run
+    python training/demo_pair.py --work /tmp/t --out /tmp/o --preset tiny    # a CPU smoke run
+    python training/demo_pair.py --work .train --out OUT --preset cpu   # no GPU: ~1 h, 2 cores
 
 Stages:
   corpus     Python source of this interpreter's standard library and installed packages
@@ -95,10 +96,10 @@ class Sizes:
     draft_intermediate: int = 1024
     taps: int = 3
     block: int = 8
-    corpus_mb: int = 240
+    corpus_mb: int = 480
     tokenizer_mb: int = 40
     seq_len: int = 512
-    target_steps: int = 6000
+    target_steps: int = 8000
     target_minutes: float = 0.0  # >0: cap the steps so the stage fits this wall time
     target_batch: int = 128
     target_lr: float = 2e-3
@@ -114,6 +115,18 @@ class Sizes:
     eval_tokens: int = 128
 
     @classmethod
+    def cpu(cls) -> Sizes:
+        """The fallback when no GPU is at hand: a smaller pair that trains in about an hour on
+        two CPU cores (weaker than the GPU preset; docs/demo-pair.md reports which one shipped)."""
+        return cls(
+            vocab_bpe=2000, vocab_model=2048, hidden=192, layers=6, heads=3, kv_heads=1,
+            intermediate=512, draft_layers=2, draft_intermediate=512, taps=2, corpus_mb=40,
+            tokenizer_mb=10, seq_len=256, target_steps=4000, target_minutes=32, target_batch=16,
+            gen_prompts=4096, gen_tokens=128, gen_batch=256, anchors=32, draft_steps=6000,
+            draft_minutes=18, draft_batch=16,
+        )  # fmt: skip
+
+    @classmethod
     def tiny(cls) -> Sizes:
         return cls(
             vocab_bpe=500, vocab_model=512, hidden=128, layers=6, heads=2, kv_heads=1,
@@ -124,6 +137,7 @@ class Sizes:
 
 
 START = time.time()
+CKPT_EVERY_S = 300  # resumable checkpoints this often
 DEADLINE_MIN = 0.0  # >0: wall-time budget for the whole process (set by --deadline-minutes)
 
 
@@ -325,13 +339,12 @@ def lr_at(step: int, total: int, peak: float) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warm) / (total - warm))))
 
 
-def fit_steps(step: int, start: int, t0: float, planned: int, minutes: float) -> int:
-    """After 40 timed steps, cap `planned` so the whole stage fits `minutes` (0 = no cap)."""
-    if minutes <= 0 or step != start + 40:
+def fit_steps(per_step: float, planned: int, minutes: float, done: int) -> int:
+    """Cap `planned` so the remaining steps fit `minutes` at `per_step` seconds (0 = no cap)."""
+    if minutes <= 0:
         return planned
-    per_step = (time.time() - t0) / 40
-    fitted = min(planned, int(minutes * 60 / per_step))
-    log(f"{per_step * 1000:.0f} ms/step: {fitted} steps fit {minutes} min (planned {planned})")
+    fitted = min(planned, done + int(minutes * 60 / per_step))
+    log(f"{per_step * 1000:.0f} ms/step: {fitted} steps fit {minutes:.1f} min (planned {planned})")
     return fitted
 
 
@@ -359,12 +372,16 @@ def train_target(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed + start)
     fwd = torch.compile(model) if dev.type == "cuda" else model
     data = batches(train, sz.target_batch, sz.seq_len, gen)
-    t0 = time.time()
+    t0 = saved = time.time()
     total = sz.target_steps
     step = start
     while step < total:
-        if step == start + 40:
-            total = fit_steps(step, start, t0, total, minutes_for(sz.target_minutes, 1.5))
+        if step == start + 10:
+            t_mark = time.time()  # after compilation and warm-up
+        if step == start + 50:
+            per_step = (time.time() - t_mark) / 40
+            budget = minutes_for(sz.target_minutes, 1.5)
+            total = fit_steps(per_step, total, budget, step - start)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, sz.target_lr)
         x, y = (t.to(dev, non_blocking=True) for t in next(data))
@@ -377,7 +394,8 @@ def train_target(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         opt.step()
         if step % 250 == 0 or step == total - 1:
             log(f"target step {step} loss {loss.item():.3f} {time.time() - t0:.0f}s")
-        if step and step % 2000 == 0:
+        if step and time.time() - saved > CKPT_EVERY_S:
+            saved = time.time()
             torch.save(
                 {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1}, ckpt
             )
@@ -618,12 +636,16 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     for i, r in enumerate(rows):
         table[i, : r.numel()] = r.long()
     plens_t = torch.tensor(plens)
-    t0 = time.time()
+    t0 = saved = time.time()
     total = sz.draft_steps
     step = start
     while step < total:
-        if step == start + 40:
-            total = fit_steps(step, start, t0, total, minutes_for(sz.draft_minutes, 1.0))
+        if step == start + 10:
+            t_mark = time.time()  # after compilation and warm-up
+        if step == start + 50:
+            per_step = (time.time() - t_mark) / 40
+            budget = minutes_for(sz.draft_minutes, 1.0)
+            total = fit_steps(per_step, total, budget, step - start)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, sz.draft_lr)
         pick = torch.randint(0, len(rows), (sz.draft_batch,), generator=gen)
@@ -645,10 +667,11 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         if step % 250 == 0 or step == total - 1:
             with torch.no_grad():
                 acc = (logits.argmax(-1) == labels).float().mean((0, 1))
-            log(
-                f"drafter step {step} loss {loss.item():.3f} acc/pos {[round(a, 2) for a in acc.tolist()]} {time.time() - t0:.0f}s"
-            )
-        if step and step % 1000 == 0:
+            per_pos = [round(a, 2) for a in acc.tolist()]
+            took = time.time() - t0
+            log(f"drafter step {step} loss {loss.item():.3f} acc/pos {per_pos} {took:.0f}s")
+        if step and time.time() - saved > CKPT_EVERY_S:
+            saved = time.time()
             torch.save(
                 {"model": drafter.state_dict(), "opt": opt.state_dict(), "step": step + 1}, ckpt
             )
@@ -838,14 +861,18 @@ def main() -> None:
     ap.add_argument(
         "--stages", default="corpus,tokenizer,target,prompts,continuations,drafter,export,eval"
     )
-    ap.add_argument("--tiny", action="store_true", help="tiny sizes for a CPU smoke run")
+    ap.add_argument(
+        "--preset", choices=["gpu", "cpu", "tiny"], default="gpu",
+        help="gpu: the shipped sizes (an H200); cpu: a smaller pair for two CPU cores; "
+        "tiny: a smoke run",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--deadline-minutes", type=float, default=0.0, help="whole-run time budget")
     ap.add_argument("--set", action="append", default=[], help="override a size: name=value")
     args = ap.parse_args()
     global DEADLINE_MIN
     DEADLINE_MIN = args.deadline_minutes
-    sz = Sizes.tiny() if args.tiny else Sizes()
+    sz = {"gpu": Sizes, "cpu": Sizes.cpu, "tiny": Sizes.tiny}[args.preset]()
     for kv in args.set:
         k, v = kv.split("=", 1)
         setattr(sz, k, type(getattr(sz, k))(v))

@@ -15,7 +15,7 @@ The drafter owns no embedding or lm_head: `Drafter.forward` takes the target's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -148,6 +148,9 @@ class DrafterLayer(nn.Module):
 class Drafter(nn.Module):
     """DFlashDraftModel. Weight names as in the checkpoint (`fc`, `hidden_norm`, `layers.i.*`)."""
 
+    rope_cos: Tensor
+    rope_sin: Tensor
+
     def __init__(self, a: DrafterArgs) -> None:
         super().__init__()
         self.args = a
@@ -156,7 +159,9 @@ class Drafter(nn.Module):
         specs = a.layers or [
             LayerSpec(i, "full_attention", False, False, None) for i in range(a.num_hidden_layers)
         ]
-        self.layers = nn.ModuleList(DrafterLayer(a, spec) for spec in specs)
+        self.layers = cast(
+            list[DrafterLayer], nn.ModuleList(DrafterLayer(a, spec) for spec in specs)
+        )
         self.norm = RMSNorm(a.hidden_size, a.rms_norm_eps)
         cos, sin = rope_cache(a.head_dim, a.max_position_embeddings, a.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)

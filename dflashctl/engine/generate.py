@@ -156,7 +156,7 @@ class Engine:
         posterior = logits[0].argmax(-1)  # [K+1]
         matches = (drafts == posterior[:-1]).int()
         accepted = int(matches.cumprod(0).sum())
-        committed = drafts[:accepted].tolist() + [int(posterior[accepted])]
+        committed = [*drafts[:accepted].tolist(), int(posterior[accepted])]
         return committed, accepted, taps
 
     # -- generation -------------------------------------------------------------------------

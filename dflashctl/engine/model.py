@@ -12,7 +12,7 @@ References: Qwen3 (transformers `modeling_qwen3.py`), gpt-fast `model.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -52,7 +52,7 @@ class ModelArgs:
             num_key_value_heads=text.get("num_key_value_heads") or heads,
             head_dim=text.get("head_dim") or text["hidden_size"] // heads,
             rms_norm_eps=text.get("rms_norm_eps", 1e-6),
-            rope_theta=float(theta),
+            rope_theta=float(theta or 1e6),
             max_position_embeddings=text.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             attention_bias=bool(text.get("attention_bias", False)),
@@ -92,6 +92,9 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class KVCache(nn.Module):
     """Static cache [B, n_kv, max_seq, D]; `update` writes at `input_pos` and returns the views."""
 
+    k: Tensor
+    v: Tensor
+
     def __init__(self, batch: int, n_kv: int, max_seq: int, head_dim: int, dtype: torch.dtype):
         super().__init__()
         shape = (batch, n_kv, max_seq, head_dim)
@@ -100,8 +103,8 @@ class KVCache(nn.Module):
 
     def update(self, input_pos: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         # input_pos: [S]; k, v: [B, n_kv, S, D]
-        self.k.index_copy_(2, input_pos, k)
-        self.v.index_copy_(2, input_pos, v)
+        self.k.index_copy_(2, input_pos, k.to(self.k.dtype))
+        self.v.index_copy_(2, input_pos, v.to(self.v.dtype))
         return self.k, self.v
 
 
@@ -172,11 +175,16 @@ class DecoderLayer(nn.Module):
 class Qwen3(nn.Module):
     """Qwen3ForCausalLM. `forward(ids [B,S], input_pos [S] | None)` -> (logits, taps)."""
 
+    rope_cos: Tensor
+    rope_sin: Tensor
+
     def __init__(self, a: ModelArgs) -> None:
         super().__init__()
         self.args = a
         self.embed_tokens = nn.Embedding(a.vocab_size, a.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(a) for _ in range(a.num_hidden_layers))
+        self.layers = cast(
+            list[DecoderLayer], nn.ModuleList(DecoderLayer(a) for _ in range(a.num_hidden_layers))
+        )
         self.norm = RMSNorm(a.hidden_size, a.rms_norm_eps)
         self.lm_head = nn.Linear(a.hidden_size, a.vocab_size, bias=False)
         if a.tie_word_embeddings:

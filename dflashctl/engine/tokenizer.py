@@ -1,4 +1,4 @@
-"""Tokenizer and chat template of a Hugging Face model directory (tokenizers + jinja2, no transformers).
+"""Tokenizer and chat template of a Hugging Face model directory (no transformers needed).
 
 Reads `tokenizer.json`, the chat template from `chat_template.jinja` or `tokenizer_config.json`,
 and stop tokens from `generation_config.json` / the config's `eos_token_id`.
