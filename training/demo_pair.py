@@ -121,9 +121,9 @@ class Sizes:
         return cls(
             vocab_bpe=2000, vocab_model=2048, hidden=192, layers=6, heads=3, kv_heads=1,
             intermediate=512, draft_layers=2, draft_intermediate=512, taps=2, corpus_mb=40,
-            tokenizer_mb=10, seq_len=256, target_steps=4000, target_minutes=32, target_batch=16,
+            tokenizer_mb=10, seq_len=256, target_steps=4000, target_minutes=40, target_batch=16,
             gen_prompts=4096, gen_tokens=128, gen_batch=256, anchors=32, draft_steps=6000,
-            draft_minutes=18, draft_batch=16,
+            draft_minutes=20, draft_batch=16,
         )  # fmt: skip
 
     @classmethod
@@ -752,6 +752,7 @@ def export(work: Path, out: Path, sz: Sizes) -> None:
     }
     write_shards(d_hf, d_dir, 15_000_000, save_file)
     (d_dir / "config.json").write_text(json.dumps(d_cfg, indent=2) + "\n")
+    (out / "eval_prompts.json").write_text(json.dumps(EVAL_PROMPTS, indent=2) + "\n")
     log(
         "exported", sorted(p.name for p in t_dir.iterdir()), sorted(p.name for p in d_dir.iterdir())
     )
@@ -822,31 +823,60 @@ def repeat_share(tokens: list[int], prompt_len: int, n: int = 6) -> float:
     return hits / max(len(gen), 1)
 
 
-def evaluate(work: Path, out: Path, sz: Sizes) -> None:
-    from dflashctl.engine.generate import Engine
-
-    manifest = json.loads((work / "corpus.json").read_text())
-    leaked = manifest.get("eval_prompts_in_training_text")
-    engine = Engine.load(out / "target", out / "drafter", device="cpu", dtype=torch.float32)
-    rows, taus, ngram, reps = [], [], [], []
+def run_prompts(engine, sz: Sizes) -> dict:
+    """Greedy generation of every eval prompt: acceptance, n-gram acceptance, repeat share."""
+    rows, drafts, accepted, ngram, reps = [], 0, 0, [], []
     for prompt in EVAL_PROMPTS:
         ids = engine.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
         res = engine.generate(ids, max_new_tokens=sz.eval_tokens)
         toks = ids + res.tokens
-        taus.append(res.stats.mean_acceptance_length)
+        drafts += res.stats.num_drafts
+        accepted += res.stats.num_accepted_tokens
         ngram.append(ngram_tau(toks, len(ids), sz.block - 1))
         reps.append(repeat_share(toks, len(ids)))
-        rows.append({"prompt": prompt, "tau": taus[-1], "ngram_tau": ngram[-1], "repeat": reps[-1],
-                     "text": engine.tokenizer.decode(res.tokens)[:200]})  # fmt: skip
-    report = {
-        "mean_acceptance_length": sum(taus) / len(taus),
+        rows.append({"prompt": prompt, "tau": res.stats.mean_acceptance_length,
+                     "ngram_tau": ngram[-1], "repeat": reps[-1], "tokens": res.tokens,
+                     "text": engine.tokenizer.decode(res.tokens)})  # fmt: skip
+    return {
+        "mean_acceptance_length": 1 + accepted / max(drafts, 1),
         "ngram_mean_acceptance_length": sum(ngram) / len(ngram),
         "repeat_share": sum(reps) / len(reps),
-        "prompts_in_training_text": leaked,
         "rows": rows,
     }
-    (out / "eval.json").write_text(json.dumps(report, indent=2))
-    log("eval", {k: v for k, v in report.items() if k != "rows"})
+
+
+def evaluate(work: Path, out: Path, sz: Sizes) -> None:
+    """Held-out acceptance of the pair, and of each stale rewrite of the field story."""
+    import tempfile
+
+    from dflashctl.engine.generate import Engine
+    from dflashctl.stale import write_stale_copy
+
+    manifest = json.loads((work / "corpus.json").read_text())
+    engine = Engine.load(out / "target", out / "drafter", device="cpu", dtype=torch.float32)
+    healthy = run_prompts(engine, sz)
+    report = {
+        "prompts_in_training_text": manifest.get("eval_prompts_in_training_text"),
+        "target_val_loss": torch.load(work / "target.pt")["val_loss"],
+        **{k: v for k, v in healthy.items() if k != "rows"},
+        "stale": {},
+        "rows": [{k: v for k, v in r.items() if k != "tokens"} for r in healthy["rows"]],
+    }
+    log("eval", {k: v for k, v in report.items() if k not in ("rows", "stale")})
+    variants = [("ids",), ("mask",), ("layer_types",), ("ids", "mask", "layer_types")]
+    with tempfile.TemporaryDirectory() as tmp:
+        for rewrite in variants:
+            d = Path(tmp) / "-".join(rewrite)
+            write_stale_copy(out / "drafter", d, rewrite)
+            res = run_prompts(Engine.load(out / "target", d, dtype=torch.float32), sz)
+            pairs = zip(res["rows"], healthy["rows"], strict=True)
+            same = sum(a["tokens"] == b["tokens"] for a, b in pairs)
+            report["stale"]["+".join(rewrite)] = {
+                "mean_acceptance_length": res["mean_acceptance_length"],
+                "same_text_prompts": same,
+            }
+            log("stale", rewrite, report["stale"]["+".join(rewrite)])
+    (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
 # ---------------------------------------------------------------------------------- main
