@@ -6,13 +6,15 @@ sources do not confirm are listed under `unconfirmed:`; a difference from one of
 warning, never a mismatch. Unknown values are `null` and are not checked. The registry is data
 with a schema: a malformed file is a `RegistryError` naming the file, the line and the key.
 
-The playbooks directory is `playbooks/` next to the package in a checkout, else the copy the
-wheel carries as `dflashctl/_playbooks` (pyproject force-includes it).
+The playbooks directory is `$DFLASHCTL_PLAYBOOKS` when set (a site's own registry, or a test's),
+else `playbooks/` next to the package in a checkout, else the copy the wheel carries as
+`dflashctl/_playbooks` (pyproject force-includes it).
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -29,10 +31,14 @@ REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 KINDS = ("dflash", "dflash2")
 CONFIDENCE = ("high", "medium-high", "medium", "low")
+PLAYBOOKS_ENV = "DFLASHCTL_PLAYBOOKS"
 
 
 def playbooks_dir() -> Path:
-    """`playbooks/` of a checkout, else the copy installed inside the package."""
+    """`$DFLASHCTL_PLAYBOOKS`, else `playbooks/` of a checkout, else the installed copy."""
+    override = os.environ.get(PLAYBOOKS_ENV)
+    if override:
+        return Path(override).expanduser()
     here = Path(__file__).resolve().parent
     checkout = here.parent / "playbooks"
     if (checkout / "drafters").is_dir():
@@ -435,12 +441,13 @@ def load_entries(directory: Path | None = None) -> tuple[DrafterEntry, ...]:
 
 
 @cache
-def _default_entries() -> tuple[DrafterEntry, ...]:
-    return load_entries()
+def _entries_in(directory: Path) -> tuple[DrafterEntry, ...]:
+    return load_entries(directory)
 
 
 def all_entries(directory: Path | None = None) -> tuple[DrafterEntry, ...]:
-    return _default_entries() if directory is None else load_entries(directory)
+    """The entries of `directory`, or of `playbooks_dir()` (read once per directory)."""
+    return _entries_in(playbooks_dir()) if directory is None else load_entries(directory)
 
 
 def _keys(entry: DrafterEntry) -> set[str]:
