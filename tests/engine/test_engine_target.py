@@ -1,0 +1,178 @@
+"""The engine's Qwen3 target against transformers' `Qwen3ForCausalLM` on the same checkpoint.
+
+Each case writes a random checkpoint with transformers' own `save_pretrained`, loads it with the
+engine's loader (weights.py) and compares fp32 logits and tapped hidden states. The tap convention
+is vLLM's: capture index i is the residual entering decoder layer i = HF `hidden_states[i]`
+(the output of layer i-1); index n (the number of layers) is the final *pre-norm* state, while
+HF's last `hidden_states` entry is after the final norm.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_pair import VOCAB, write_target
+
+from dflashctl.engine.generate import Engine
+from dflashctl.engine.model import ModelArgs
+from dflashctl.errors import EngineError
+
+pytest.importorskip("transformers")
+
+TOL = {"rtol": 1e-5, "atol": 2e-5}
+
+CASES = {
+    # id: (write_target kwargs, expect sharded)
+    "untied-gqa-rope_parameters-sharded": (
+        {"tie_word_embeddings": False, "max_shard_size": "40KB"},
+        True,
+    ),
+    "tied-gqa-rope_theta-single": (
+        {
+            "tie_word_embeddings": True,
+            "rope_form": "theta",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 500.0},
+        },
+        False,
+    ),
+    "tied-mha-sharded-theta": (
+        {
+            "tie_word_embeddings": True,
+            "num_key_value_heads": 4,
+            "rope_form": "theta",
+            "max_shard_size": "60KB",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+        },
+        True,
+    ),
+    "untied-mqa-4layers": (
+        {"num_key_value_heads": 1, "num_hidden_layers": 4, "head_dim": 32},
+        False,
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    kwargs, sharded = CASES[request.param]
+    out = tmp_path_factory.mktemp(request.param)
+    hf = write_target(out, seed=sorted(CASES).index(request.param), **kwargs)
+    assert (out / "model.safetensors.index.json").exists() == sharded
+    if sharded:
+        assert len(list(out.glob("model-*.safetensors"))) > 2
+    engine = Engine.load(out, None, max_model_len=256)
+    return out, hf, engine
+
+
+def prompt(n: int, seed: int = 7) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (1, n), generator=torch.Generator().manual_seed(seed))
+
+
+def test_config_is_read_as_written(pair) -> None:
+    out, hf, engine = pair
+    cfg = json.loads((out / "config.json").read_text())
+    a = engine.target.args
+    theta = cfg["rope_parameters"]["rope_theta"] if "rope_parameters" in cfg else cfg["rope_theta"]
+    assert a.rope_theta == theta == hf.config.rope_parameters["rope_theta"]
+    assert a.tie_word_embeddings == hf.config.tie_word_embeddings
+    assert a.num_key_value_heads == hf.config.num_key_value_heads
+    if a.tie_word_embeddings:
+        assert engine.target.lm_head.weight is engine.target.embed_tokens.weight
+
+
+@torch.no_grad()
+def test_full_forward_logits_and_taps_match_transformers(pair) -> None:
+    _, hf, engine = pair
+    ids = prompt(150)  # long enough that the RoPE theta matters
+    ref = hf(ids, output_hidden_states=True)
+    n = hf.config.num_hidden_layers
+    logits, taps = engine.target(ids, taps=tuple(range(n + 1)))
+    torch.testing.assert_close(logits, ref.logits, **TOL)
+    for i in range(n):  # capture index i == HF hidden_states[i]
+        torch.testing.assert_close(taps[i], ref.hidden_states[i], **TOL)
+    # index n: the final state before the norm (HF's last entry is after it)
+    torch.testing.assert_close(hf.model.norm(taps[n]), ref.hidden_states[n], **TOL)
+
+
+@torch.no_grad()
+def test_drafter_taps_are_hf_hidden_states_of_l_plus_one(pair) -> None:
+    """target_layer_ids L (output of layer L) = HF hidden_states[L + 1], for every valid L but the
+    last (whose L + 1 is the pre-norm final state, checked above)."""
+    _, hf, engine = pair
+    n = hf.config.num_hidden_layers
+    ids = prompt(33, seed=3)
+    ref = hf(ids, output_hidden_states=True).hidden_states
+    target_layer_ids = list(range(n - 1))
+    _, taps = engine.target(ids, taps=tuple(L + 1 for L in target_layer_ids))
+    for L, tap in zip(target_layer_ids, taps, strict=True):
+        torch.testing.assert_close(tap, ref[L + 1], **TOL)
+
+
+@torch.no_grad()
+def test_cached_prefill_then_decode_matches_transformers(pair) -> None:
+    """Through the static KV cache: prefill a prompt, then feed tokens one and several at a time;
+    every step's logits equal HF's full forward at those positions."""
+    _, hf, engine = pair
+    ids = prompt(40, seed=11)
+    ref = hf(ids).logits
+    t = engine.target
+    t.setup_caches(64)
+    logits, _ = t(ids[:, :20], torch.arange(20))
+    torch.testing.assert_close(logits, ref[:, :20], **TOL)
+    for p in range(20, 25):
+        logits, _ = t(ids[:, p : p + 1], torch.arange(p, p + 1))
+        torch.testing.assert_close(logits, ref[:, p : p + 1], **TOL)
+    logits, _ = t(ids[:, 25:40], torch.arange(25, 40))
+    torch.testing.assert_close(logits, ref[:, 25:40], **TOL)
+    # roll back: overwrite positions 30.. with other tokens, then the true ones again
+    other = prompt(10, seed=12)
+    t(other, torch.arange(30, 40))
+    logits, _ = t(ids[:, 30:40], torch.arange(30, 40))
+    torch.testing.assert_close(logits, ref[:, 30:40], **TOL)
+
+
+@torch.no_grad()
+def test_greedy_generate_matches_transformers_generate(pair) -> None:
+    _, hf, engine = pair
+    ids = prompt(12, seed=5)
+    ref = hf.generate(
+        ids, max_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0
+    )[0, 12:].tolist()
+    engine.eos_ids = set()
+    assert engine.generate(ids[0].tolist(), 20).tokens == ref
+
+
+def test_text_config_and_rope_defaults() -> None:
+    nested = {
+        "text_config": {
+            "vocab_size": 10,
+            "hidden_size": 8,
+            "intermediate_size": 16,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "rope_parameters": {"rope_theta": 1e7},
+            "eos_token_id": [3, 4],
+        },
+        "tie_word_embeddings": True,
+    }
+    a = ModelArgs.from_hf_config(nested)
+    assert (a.rope_theta, a.num_key_value_heads, a.head_dim) == (1e7, 2, 4)
+    assert a.tie_word_embeddings and a.eos_token_ids == [3, 4]
+
+
+def test_missing_and_misshapen_weights_are_named(tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    write_target(out)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["intermediate_size"] = 96
+    (out / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(EngineError, match=r"mlp\.\w+_proj\.weight.*shape"):
+        Engine.load(out, None)
+    cfg["intermediate_size"] = 128
+    cfg["num_hidden_layers"] = 4
+    (out / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(EngineError, match="lacks"):
+        Engine.load(out, None)
