@@ -1,0 +1,425 @@
+"""The known-defects catalogue: it loads and validates, and each entry matches its condition and
+not its near misses. Drafter weights are real safetensors files; versions are real strings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from drafter_files import drafter_config, write_checkpoint, write_drafter
+
+from dflashctl import defects
+from dflashctl.defects import (
+    Facts,
+    likely_causes,
+    load_catalogue,
+    match,
+    parse_catalogue,
+    read_k_norm,
+)
+from dflashctl.errors import InputError
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+
+
+def ids(matches: list[defects.DefectMatch]) -> list[str]:
+    return [m.defect.id for m in matches]
+
+
+def one(facts: Facts, defect_id: str, **kw: bool) -> defects.DefectMatch | None:
+    found = [m for m in match(facts, **kw) if m.defect.id == defect_id]
+    return found[0] if found else None
+
+
+# ---- the catalogue itself -------------------------------------------------------------------
+
+
+def test_catalogue_loads_with_the_required_entries():
+    cat = load_catalogue()
+    want = {
+        "vllm-cpu-context-k-norm",
+        "vllm-aux-layer-off-by-one",
+        "vllm-swa-as-full-attention",
+        "vllm-v1-mixed-sliding-full",
+        "vllm-v1-top-level-target-layer-ids",
+        "sglang-last-layer-capture",
+    }
+    assert want <= {d.id for d in cat.defects}
+    assert str(cat.engines["vllm"].dflash_since) == "0.20.0"
+    assert str(cat.engines["sglang"].dflash_since) == "0.5.11"
+    for d in cat.defects:
+        assert d.sources and d.fix and d.symptom and d.confirm
+        assert all(c.name in defects.PREDICATES for c in d.conditions)
+
+
+def test_unknown_bounds_stay_unknown():
+    d = load_catalogue().get("vllm-aux-layer-off-by-one")
+    assert d.versions.introduced is None and d.versions.fixed is None
+    assert "40727" in (d.versions.fixed_by or "")
+    assert d.versions.to_json()["fixed"] == "unknown"
+
+
+GOOD = """
+schema: 1
+engines: {vllm: {dflash_since: "0.20.0", source: s}}
+defects:
+  - id: x
+    title: t
+    engine: vllm
+    versions: {introduced: unknown, fixed: unknown}
+    build: any
+    runner: any
+    conditions: [sliding_layers]
+    severity: warning
+    effect: low_acceptance
+    symptom: s
+    cause: c
+    confirm: c
+    fix: f
+    sources: [s]
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("conditions: [sliding_layers]", "conditions: [no_such]", "unknown predicate 'no_such'"),
+        ("fixed: unknown}", "fixed: 0.2}", "quote versions as strings"),
+        ("fixed: unknown}", 'fixed: "banana"}', "'banana' is not a version"),
+        (
+            "{introduced: unknown, fixed: unknown}",
+            '{introduced: "0.30", fixed: "0.20"}',
+            "not after introduced",
+        ),
+        (
+            "fixed: unknown}",
+            'fixed: unknown, confirmed_affected: ["0.1"], introduced2: 1}',
+            "introduced2",
+        ),
+        ("severity: warning", "severity: fatal", "'fatal' is not one of error, warning"),
+        ("    sources: [s]", "    sources: [s]\n    colour: red", "colour: unknown key"),
+        ("    fix: f\n", "", "fix: missing"),
+        ("conditions: [sliding_layers]", "conditions: [{architecture: X}]", "takes a list"),
+        ("schema: 1", "schema: 2", "not a schema"),
+        ("defects:", "defects: [\n", "malformed YAML"),
+    ],
+)
+def test_malformed_catalogue_is_one_line(old: str, new: str, message: str, tmp_path: Path):
+    text = GOOD.replace(old, new, 1)
+    assert text != GOOD
+    with pytest.raises(InputError) as e:
+        parse_catalogue(text, tmp_path / "defects.yaml")
+    assert message in e.value.message
+    assert "\n" not in e.value.message
+
+
+def test_confirmed_affected_outside_the_range_is_refused(tmp_path: Path):
+    text = GOOD.replace(
+        "versions: {introduced: unknown, fixed: unknown}",
+        'versions: {introduced: unknown, fixed: "0.30.0", confirmed_affected: ["0.31.0"]}',
+    )
+    with pytest.raises(InputError, match="outside"):
+        parse_catalogue(text, tmp_path / "d.yaml")
+
+
+def test_good_catalogue_parses_and_bad_version_in_facts_is_an_input_error(tmp_path: Path):
+    cat = parse_catalogue(GOOD, tmp_path / "d.yaml")
+    assert [d.id for d in cat.defects] == ["x"]
+    with pytest.raises(InputError, match="not a version"):
+        match(Facts("vllm", "latest"), cat)
+
+
+# ---- k_norm weights -------------------------------------------------------------------------
+
+
+def test_read_k_norm_bf16_reads_only_the_k_norm_tensors(tmp_path: Path):
+    d = write_drafter(tmp_path / "d", [0.96875, 1.5], layers=2)
+    kn = read_k_norm(d)
+    assert sorted(kn.layers) == [0, 1]
+    assert kn.dtype == "BF16"
+    assert kn.layers[0] == (0.96875,) * 32
+    assert kn.differs
+    assert kn.max_abs_diff() == pytest.approx(0.53125)
+    assert "differ between layers" in kn.describe()
+
+
+def test_bf16_fallback_without_torch_decodes_the_same_values(tmp_path: Path):
+    d = write_drafter(tmp_path / "d", [[0.5 + i / 64 for i in range(32)], [1.25] * 32])
+    names = ["layers.0.self_attn.k_norm.weight", "layers.1.self_attn.k_norm.weight"]
+    raw = defects._bf16_raw(d / "model.safetensors", names)
+    assert raw[names[0]] == read_k_norm(d).layers[0]
+
+
+@pytest.mark.parametrize("dtype", ["F32", "F16"])
+def test_read_k_norm_other_dtypes_through_numpy(tmp_path: Path, dtype: str):
+    kn = read_k_norm(write_drafter(tmp_path / "d", [1.0, 1.0, 1.0], layers=3, dtype=dtype))
+    assert kn.dtype == dtype and not kn.differs
+    assert "equal in every layer" in kn.describe()
+
+
+def test_read_k_norm_sharded_checkpoint(tmp_path: Path):
+    d = tmp_path / "d"
+    d.mkdir()
+    write_checkpoint(d / "a.safetensors", {"layers.0.self_attn.k_norm.weight": ("BF16", [1.0] * 4)})
+    write_checkpoint(d / "b.safetensors", {"layers.1.self_attn.k_norm.weight": ("BF16", [2.0] * 4)})
+    (d / "model.safetensors.index.json").write_text(
+        '{"weight_map": {"layers.0.self_attn.k_norm.weight": "a.safetensors",'
+        ' "layers.1.self_attn.k_norm.weight": "b.safetensors"}}'
+    )
+    kn = read_k_norm(d)
+    assert kn.means() == {0: 1.0, 1: 2.0}
+
+
+def test_read_k_norm_broken_checkpoint_is_an_input_error(tmp_path: Path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "model.safetensors").write_bytes(b"\xff" * 16)
+    with pytest.raises(InputError):
+        read_k_norm(d)
+
+
+# ---- each entry: its condition, and its near misses ----------------------------------------
+
+
+def test_k_norm_defect_on_cpu_build_with_differing_weights(tmp_path: Path):
+    d = write_drafter(tmp_path / "d", [0.96875, 1.5])
+    m = one(Facts("vllm", "0.32.0+cpu", drafter_dir=d), "vllm-cpu-context-k-norm")
+    assert m is not None and m.certainty == "confirmed"
+    assert any("cpu build" in e for e in m.evidence)
+    assert any("differ between layers" in e for e in m.evidence)
+
+
+@pytest.mark.parametrize(
+    ("version", "k_norm", "arch"),
+    [
+        ("0.32.0+cpu", [1.5, 1.5], "DFlashDraftModel"),  # equal weights
+        ("0.32.0", [0.96875, 1.5], "DFlashDraftModel"),  # a GPU build
+        ("0.32.0+cpu", None, "DFlashDraftModel"),  # no k_norm tensors at all
+        ("0.32.0+cpu", [0.96875, 1.5], "DFlash2DraftModel"),  # another model class
+        ("0.19.1+cpu", [0.96875, 1.5], "DFlashDraftModel"),  # before vLLM had DFlash
+    ],
+)
+def test_k_norm_defect_near_misses(tmp_path: Path, version: str, k_norm, arch: str):
+    cfg = drafter_config(architectures=[arch])
+    d = write_drafter(tmp_path / "d", k_norm, cfg=cfg)
+    facts = Facts("vllm", version, drafter_dir=d)
+    assert one(facts, "vllm-cpu-context-k-norm", include_possible=True) is None
+
+
+def test_k_norm_defect_is_only_possible_without_weights():
+    facts = Facts("vllm", "0.32.0+cpu", drafter_config=drafter_config())
+    assert one(facts, "vllm-cpu-context-k-norm") is None
+    m = one(facts, "vllm-cpu-context-k-norm", include_possible=True)
+    assert m is not None and m.certainty == "possible"
+    assert m.unchecked == ["k_norm weights not read (no drafter directory)"]
+
+
+def test_k_norm_defect_mitigated_by_the_plugin_and_its_switch(tmp_path: Path):
+    d = write_drafter(tmp_path / "d", [0.96875, 1.5])
+    dists = {"dflashctl_vllm_plugin": "0.1.0", "vllm": "0.32.0+cpu"}
+    on = Facts("vllm", "0.32.0+cpu", drafter_dir=d, distributions=dists)
+    on.env = {"DFLASHCTL_VLLM_KNORM_FIX": "1"}
+    m = one(on, "vllm-cpu-context-k-norm")
+    assert (
+        m is not None
+        and m.mitigated == "dflashctl-vllm-plugin installed, DFLASHCTL_VLLM_KNORM_FIX=1"
+    )
+    off = Facts("vllm", "0.32.0+cpu", drafter_dir=d, distributions=dists)
+    assert one(off, "vllm-cpu-context-k-norm").mitigated is None  # type: ignore[union-attr]
+
+
+def test_off_by_one_before_the_fix_with_dflash_ids():
+    cfg = drafter_config()
+    m = one(Facts("vllm", "0.20.0", drafter_config=cfg), "vllm-aux-layer-off-by-one")
+    assert m is not None and m.certainty == "likely"
+    assert "dflash_config.target_layer_ids [0, 2]" in m.evidence[-1]
+
+
+@pytest.mark.parametrize(
+    ("version", "cfg"),
+    [
+        ("0.32.0", drafter_config()),  # has the fix
+        ("0.34.0", drafter_config()),  # after a release read to be fixed
+        ("0.19.1", drafter_config()),  # no DFlash yet
+        ("0.20.0", drafter_config(eagle_aux_hidden_state_layer_ids=[1, 3])),  # ids taken as given
+    ],
+)
+def test_off_by_one_near_misses(version: str, cfg):
+    assert one(Facts("vllm", version, drafter_config=cfg), "vllm-aux-layer-off-by-one") is None
+
+
+def _swa_cfg(types: list[str], **kw) -> dict:
+    return drafter_config(
+        layers=len(types),
+        layer_types=types,
+        sliding_window=64,
+        use_sliding_window=True,
+        **kw,
+    )
+
+
+def test_swa_as_full_before_the_fix():
+    m = one(
+        Facts("vllm", "0.25.0", drafter_config=_swa_cfg([SLIDING, SLIDING])),
+        "vllm-swa-as-full-attention",
+    )
+    assert m is not None and m.certainty == "likely"
+    assert "layers 0–1 sliding (window 64)" in m.evidence[-1]
+
+
+@pytest.mark.parametrize(
+    ("version", "types"), [("0.25.0", [FULL, FULL]), ("0.32.0", [SLIDING, SLIDING])]
+)
+def test_swa_as_full_near_misses(version: str, types: list[str]):
+    facts = Facts("vllm", version, drafter_config=_swa_cfg(types))
+    assert one(facts, "vllm-swa-as-full-attention") is None
+
+
+def test_mixed_sliding_full_on_the_v1_runner():
+    facts = Facts("vllm", "0.32.0+cpu", drafter_config=_swa_cfg([SLIDING, FULL]))
+    facts.env = {"VLLM_USE_V2_MODEL_RUNNER": "1"}  # ignored by the CPU build
+    m = one(facts, "vllm-v1-mixed-sliding-full")
+    assert m is not None and m.certainty == "confirmed"
+    assert any("is ignored there" in e for e in m.evidence)
+
+
+@pytest.mark.parametrize(
+    ("version", "types", "env"),
+    [
+        ("0.32.0+cpu", [SLIDING, SLIDING], {}),  # uniform sliding is served
+        ("0.32.0", [SLIDING, FULL], {"VLLM_USE_V2_MODEL_RUNNER": "1"}),  # V2 runner on a GPU build
+    ],
+)
+def test_mixed_sliding_full_near_misses(version: str, types: list[str], env: dict[str, str]):
+    facts = Facts("vllm", version, drafter_config=_swa_cfg(types), env=env)
+    assert one(facts, "vllm-v1-mixed-sliding-full") is None
+
+
+def _top_level(ids_: list[int], layers: int = 2) -> dict:
+    cfg = drafter_config(layers=layers, target_layer_ids=ids_)
+    cfg["dflash_config"] = {"mask_token_id": 3}
+    return cfg
+
+
+def test_top_level_ids_on_v1_silently_use_the_wrong_layers():
+    facts = Facts("vllm", "0.32.0+cpu", drafter_config=_top_level([0, 2]), num_target_layers=4)
+    m = one(facts, "vllm-v1-top-level-target-layer-ids")
+    assert m is not None and m.certainty == "confirmed"
+    assert "V1 captures its default layers [1, 1, 0]" in m.evidence[-1]
+    assert "silently the wrong layers" in m.evidence[-1]
+
+
+def test_top_level_ids_on_v1_crash_when_counts_differ():
+    cfg = _top_level([1, 9, 17, 25, 33], layers=5)
+    facts = Facts("vllm", "0.32.0", drafter_config=cfg, num_target_layers=36)
+    m = one(facts, "vllm-v1-top-level-target-layer-ids")
+    assert m is not None
+    assert "DFlash drafter expects 640 concatenated aux hidden features" in m.evidence[-1]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "env"),
+    [
+        (drafter_config(), {}),  # ids inside dflash_config
+        (_top_level([0, 2]), {"VLLM_USE_V2_MODEL_RUNNER": "1"}),  # V2 reads the top level
+    ],
+)
+def test_top_level_ids_near_misses(cfg, env):
+    facts = Facts("vllm", "0.32.0", drafter_config=cfg, env=env, num_target_layers=4)
+    assert one(facts, "vllm-v1-top-level-target-layer-ids") is None
+
+
+def test_fc_sized_by_layer_count_before_the_fix():
+    cfg = drafter_config(layers=8)
+    cfg["dflash_config"]["target_layer_ids"] = [1, 6, 11, 16, 21]
+    m = one(Facts("vllm", "0.25.0", drafter_config=cfg), "vllm-fc-sized-by-layer-count")
+    assert m is not None and m.evidence[-1] == "5 taps, 8 drafter layers"
+    assert one(Facts("vllm", "0.32.0", drafter_config=cfg), "vllm-fc-sized-by-layer-count") is None
+    same = drafter_config(layers=2)
+    assert one(Facts("vllm", "0.25.0", drafter_config=same), "vllm-fc-sized-by-layer-count") is None
+
+
+def test_v2_runner_zero_acceptance_only_with_the_v2_runner():
+    v2 = Facts("vllm", "0.32.0", env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    m = one(v2, "vllm-v2-runner-zero-acceptance")
+    assert m is not None and m.certainty == "likely"
+    assert one(Facts("vllm", "0.32.0"), "vllm-v2-runner-zero-acceptance") is None
+    cpu = Facts("vllm", "0.32.0+cpu", env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    assert one(cpu, "vllm-v2-runner-zero-acceptance") is None
+    assert (
+        one(
+            Facts("vllm", "0.32.0", env={"VLLM_USE_V2_MODEL_RUNNER": "0"}),
+            "vllm-v2-runner-zero-acceptance",
+        )
+        is None
+    )
+
+
+def test_cpu_packaging_defects_from_the_distributions():
+    bare = {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu", "torchvision": "0.28.0"}
+    found = ids(match(Facts("vllm", "0.32.0", distributions=bare)))
+    assert "vllm-cpu-dist-name" in found and "vllm-cpu-cuda-addons" in found
+    fixed = {"vllm-cpu": "0.32.0", "vllm": "0.32.0+cpu", "torch": "2.13.0+cpu"}
+    found = ids(match(Facts("vllm", "0.32.0+cpu", distributions=fixed), include_possible=True))
+    assert "vllm-cpu-dist-name" not in found and "vllm-cpu-cuda-addons" not in found
+    cuda = {"vllm": "0.32.0", "torch": "2.13.0", "torchvision": "0.28.0"}
+    assert ids(match(Facts("vllm", "0.32.0", distributions=cuda))) == []
+
+
+def test_sglang_last_layer():
+    cfg = drafter_config(layers=5)
+    cfg["dflash_config"]["target_layer_ids"] = [1, 9, 17, 25, 35]
+    m = one(
+        Facts("sglang", "0.5.11", drafter_config=cfg, num_target_layers=36),
+        "sglang-last-layer-capture",
+    )
+    assert m is not None and m.certainty == "likely"
+    assert m.evidence[-1].endswith("35 is the last layer")
+    assert (
+        one(
+            Facts("sglang", "0.5.10", drafter_config=cfg, num_target_layers=36),
+            "sglang-last-layer-capture",
+        )
+        is None
+    )
+    unknown_n = Facts("sglang", "0.5.11", drafter_config=cfg)
+    m = one(unknown_n, "sglang-last-layer-capture", include_possible=True)
+    assert m is not None and m.certainty == "possible"
+    ok = drafter_config(layers=5)
+    ok["dflash_config"]["target_layer_ids"] = [1, 9, 17, 25, 33]
+    assert (
+        one(
+            Facts("sglang", "0.5.11", drafter_config=ok, num_target_layers=36),
+            "sglang-last-layer-capture",
+        )
+        is None
+    )
+
+
+def test_other_engines_and_unknown_versions():
+    assert match(Facts("local", "0.1.0", drafter_config=drafter_config())) == []
+    loose = match(Facts("vllm", None, drafter_config=drafter_config()), include_possible=True)
+    assert loose and all(m.certainty == "possible" for m in loose)
+    assert all("vllm version not known" in m.unchecked for m in loose)
+
+
+def test_errors_come_before_warnings():
+    facts = Facts("vllm", "0.32.0+cpu", drafter_config=_swa_cfg([SLIDING, FULL]))
+    sev = [m.defect.severity for m in match(facts, include_possible=True)]
+    assert sev == sorted(sev, key=["error", "warning"].index)
+
+
+def test_likely_causes_for_metrics_alarms(tmp_path: Path):
+    causes = likely_causes(Facts("vllm", "0.32.0+cpu"), "collapse")
+    assert any("vllm-cpu-context-k-norm" in c for c, _ in causes)
+    assert all(check for _, check in causes)
+    assert likely_causes(Facts("vllm", "0.32.0"), "decay") == []
+    assert any(
+        "vllm-swa-as-full-attention" in c
+        for c, _ in likely_causes(Facts("vllm", "0.25.0"), "decay")
+    )
+    d = write_drafter(tmp_path / "d", [1.0, 1.0])
+    assert not any(
+        "k-norm" in c
+        for c, _ in likely_causes(Facts("vllm", "0.32.0+cpu", drafter_dir=d), "collapse")
+    )
