@@ -8,7 +8,8 @@ Semantics (shared docs dflash-facts.md §1, §6; vLLM 0.32 `qwen3_dflash.py`):
   are [cached context ; block] -> `norm` -> the target's `lm_head`. Slot k predicts the token at
   start+k; the anchor slot predicts nothing.
 - per layer: causal or bidirectional block, full or sliding window (a key at position j is seen
-  from position i iff i - j < window), as `dflash_config.resolve()` says.
+  from position i iff i - j < window, and j - i < window in a bidirectional block), as
+  `dflash_config.resolve()` says.
 The drafter owns no embedding or lm_head: `Drafter.forward` takes the target's.
 """
 
@@ -109,7 +110,9 @@ class DrafterAttention(nn.Module):
         return apply_rope(k, cos, sin), v
 
     def mask(self, q_pos: Tensor, k_pos: Tensor, block_start: Tensor | int) -> Tensor:
-        """[S, K] bool: keys before the block are context; block keys obey `causal`."""
+        """[S, K] bool: keys before the block are context; block keys obey `causal`. A window
+        limits keys behind the query (i - j < window) and, for a bidirectional block, ahead of
+        it too (j - i < window), as vLLM widens flash-attn's (w-1, 0) to (w-1, w-1)."""
         qp, kp = q_pos[:, None], k_pos[None, :]
         in_block = kp >= block_start
         allowed = torch.ones(qp.shape[0], kp.shape[1], dtype=torch.bool, device=q_pos.device)
@@ -117,6 +120,8 @@ class DrafterAttention(nn.Module):
             allowed = allowed & (~in_block | (kp <= qp))
         if self.window is not None:
             allowed = allowed & (qp - kp < self.window)
+            if not self.causal:
+                allowed = allowed & (kp - qp < self.window)
         return allowed
 
     def forward(
