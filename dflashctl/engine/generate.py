@@ -144,19 +144,24 @@ class Engine:
         logits, _ = self.target(x, self._positions(pos, 1))
         return int(logits[0, -1].argmax())
 
-    def speculate(self, anchor: int, start: int) -> tuple[list[int], int, list[Tensor]]:
-        """One draft + verify. Returns (drafts, accepted, verify taps [1, K+1, T] each)."""
+    def propose(self, anchor: int, start: int) -> Tensor:
+        """The drafter's K proposals [K] for positions start+1..start+K: one pass over the block
+        [anchor, mask x K] at start..start+K, argmax per slot."""
         assert self.drafter is not None
         block = torch.full((1, self.k + 1), self.drafter.args.mask_token_id, device=self.device)
         block[0, 0] = anchor
         d_logits = self.drafter(block, start, self.target.embed_tokens, self.target.lm_head)
-        drafts = d_logits[0].argmax(-1)  # [K]
-        verify = torch.cat([block[0, :1], drafts])[None]  # [1, K+1]
+        return d_logits[0].argmax(-1)  # [K]
+
+    def speculate(self, anchor: int, start: int) -> tuple[list[int], int, list[Tensor]]:
+        """One draft + verify. Returns (committed tokens, accepted, verify taps [1, K+1, T])."""
+        drafts = self.propose(anchor, start).to(self.device)  # [K]
+        verify = torch.cat([torch.tensor([anchor], device=self.device), drafts])[None]  # [1, K+1]
         logits, taps = self.target(verify, self._positions(start, self.k + 1), taps=self.taps)
-        posterior = logits[0].argmax(-1)  # [K+1]
+        posterior = logits[0].argmax(-1)  # [K+1]: the target's token after each verify slot
         matches = (drafts == posterior[:-1]).int()
         accepted = int(matches.cumprod(0).sum())
-        committed = [*drafts[:accepted].tolist(), int(posterior[accepted])]
+        committed = [*drafts[:accepted].tolist(), int(posterior[accepted])]  # + bonus token
         return committed, accepted, taps
 
     # -- generation -------------------------------------------------------------------------

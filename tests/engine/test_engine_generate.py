@@ -1,0 +1,177 @@
+"""Speculative decoding is token-for-token identical to plain greedy decoding (fp32).
+
+Two drafters: the real DFlash drafter with random weights (its proposals are almost always
+rejected, which exercises the bonus-only path and the rollback of K rejected slots per step), and
+an *oracle* drafter: a subclass of the engine whose `propose` returns the true greedy continuation
+with its first wrong token at a chosen slot, cycling through every slot and "all right". The
+oracle is a test drafter plugged in at the engine's proposal seam, not a mock of the verifier:
+acceptance, bonus tokens, cache rollback, stop handling and statistics all run for real.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_pair import VOCAB, write_drafter, write_target
+
+from dflashctl.engine.generate import Engine
+from dflashctl.errors import EngineError
+
+pytest.importorskip("transformers")
+
+DEMO = Path(__file__).resolve().parents[2] / "dflashctl" / "assets" / "demo"
+
+
+class OracleEngine(Engine):
+    """Proposes `truth` (the plain greedy continuation of the current prompt) with the first
+    wrong token at slot `next(cuts)` (K = all right); records the cut used at each step."""
+
+    truth: list[int]
+    prompt_len: int
+    cuts: itertools.cycle[int]
+    used: list[int]
+
+    def propose(self, anchor: int, start: int) -> torch.Tensor:
+        at = start + 1 - self.prompt_len  # index in `truth` of the token at start + 1
+        drafts = self.truth[at : at + self.k]
+        assert len(drafts) == self.k, "the test's truth is too short"
+        cut = next(self.cuts)
+        self.used.append(cut)
+        if cut < self.k:
+            drafts = [*drafts[:cut], (drafts[cut] + 1) % VOCAB, *drafts[cut + 1 :]]
+        return torch.tensor(drafts)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("pair")
+    write_target(root / "target", seed=5)
+    write_drafter(root / "drafter", seed=6)
+    return root / "target", root / "drafter"
+
+
+@pytest.fixture(scope="module")
+def plain(pair) -> Engine:
+    return Engine.load(pair[0], None, max_model_len=256)
+
+
+@pytest.fixture(scope="module")
+def spec(pair) -> Engine:
+    return Engine.load(pair[0], pair[1], max_model_len=256)
+
+
+@pytest.fixture(scope="module")
+def oracle(pair) -> OracleEngine:
+    engine = Engine.load(pair[0], pair[1], max_model_len=256)
+    engine.__class__ = OracleEngine
+    assert isinstance(engine, OracleEngine)
+    return engine
+
+
+def prompts() -> list[list[int]]:
+    g = torch.Generator().manual_seed(8)
+    return [torch.randint(0, 256, (n,), generator=g).tolist() for n in (1, 7, 31)]
+
+
+def run_oracle(oracle: OracleEngine, plain: Engine, ids: list[int], n: int, cuts: list[int]):
+    eos, plain.eos_ids = plain.eos_ids, set()
+    oracle.truth = plain.generate(ids, n + oracle.k + 1).tokens  # past any eos
+    plain.eos_ids = eos
+    oracle.prompt_len, oracle.cuts, oracle.used = len(ids), itertools.cycle(cuts), []
+    return oracle.generate(ids, n)
+
+
+@pytest.mark.parametrize("max_tokens", [1, 2, 5, 6, 23, 60])
+def test_random_drafter_output_equals_plain_greedy(spec, plain, max_tokens: int) -> None:
+    spec.eos_ids = plain.eos_ids = set()
+    for ids in prompts():
+        want = plain.generate(ids, max_tokens)
+        got = spec.generate(ids, max_tokens)
+        assert got.tokens == want.tokens
+        assert len(got.tokens) == max_tokens and got.finish_reason == "length"
+        s = got.stats
+        assert s.num_draft_tokens == spec.k * s.num_drafts
+        assert 0 <= s.num_accepted_tokens <= s.num_draft_tokens
+        assert s.num_accepted_tokens == sum(s.accepted_per_pos)
+        # each step commits accepted + 1 tokens; the first token comes from the prefill
+        assert s.num_drafts + s.num_accepted_tokens >= max_tokens - 1
+
+
+def test_oracle_drafter_every_acceptance_length(oracle, plain) -> None:
+    oracle.eos_ids = plain.eos_ids = set()
+    k = oracle.k
+    cuts = [0, 3, k, 1, k, 2, k, k, 0, 0]
+    for ids in prompts():
+        n = 80
+        got = run_oracle(oracle, plain, ids, n, cuts)
+        assert got.tokens == plain.generate(ids, n).tokens
+        s = got.stats
+        assert s.num_drafts == len(oracle.used)
+        assert s.num_accepted_tokens == sum(oracle.used)
+        assert s.accepted_per_pos == [sum(c > i for c in oracle.used) for i in range(k)]
+        assert s.mean_acceptance_length == pytest.approx(1 + sum(oracle.used) / len(oracle.used))
+        assert s.mean_acceptance_length > 2  # the oracle is usually right
+
+
+def test_all_accepted_overshooting_max_tokens_is_cut(oracle, plain) -> None:
+    oracle.eos_ids = plain.eos_ids = set()
+    ids = prompts()[1]
+    for n in range(1, 2 * oracle.k + 3):
+        got = run_oracle(oracle, plain, ids, n, [oracle.k])
+        assert got.tokens == plain.generate(ids, n).tokens
+        assert len(got.tokens) == n and got.finish_reason == "length"
+
+
+def test_eos_inside_an_accepted_block_stops_there(oracle, spec, plain) -> None:
+    ids = prompts()[2]
+    plain.eos_ids = oracle.eos_ids = spec.eos_ids = set()
+    free = plain.generate(ids, 40).tokens
+    for i in (0, 3, 9, 17):  # eos = a token first generated at index i
+        eos = free[i]
+        if eos in free[:i]:
+            continue
+        plain.eos_ids = oracle.eos_ids = spec.eos_ids = {eos}
+        want = plain.generate(ids, 40)
+        assert want.tokens == free[: i + 1] and want.finish_reason == "stop"
+        for cuts in ([oracle.k], [2, oracle.k, 0]):
+            got = run_oracle(oracle, plain, ids, 40, cuts)
+            assert (got.tokens, got.finish_reason) == (want.tokens, "stop")
+        got = spec.generate(ids, 40)
+        assert (got.tokens, got.finish_reason) == (want.tokens, "stop")
+        plain.eos_ids = oracle.eos_ids = spec.eos_ids = set()
+
+
+def test_stream_chunks_are_the_committed_steps(oracle, plain) -> None:
+    oracle.eos_ids = plain.eos_ids = set()
+    ids = prompts()[1]
+    oracle.truth = plain.generate(ids, 50).tokens
+    oracle.prompt_len, oracle.cuts, oracle.used = len(ids), itertools.cycle([1, oracle.k]), []
+    chunks = list(oracle.stream(ids, 30))
+    assert sum(chunks, []) == oracle.truth[:30]
+    assert len(chunks[0]) == 1  # the prefill's token
+    assert [len(c) for c in chunks[1:-1]] == [c + 1 for c in oracle.used[: len(chunks) - 2]]
+
+
+def test_context_limit_and_empty_prompt(spec) -> None:
+    with pytest.raises(EngineError, match="exceeds the context"):
+        spec.generate([1] * 200, spec.max_model_len - 199)
+    with pytest.raises(EngineError, match="empty prompt"):
+        spec.generate([], 5)
+    # exactly at the limit works, with the verify slack past it
+    spec.eos_ids = set()
+    got = spec.generate([1] * 200, spec.max_model_len - 200)
+    assert len(got.tokens) == spec.max_model_len - 200
+
+
+@pytest.mark.skipif(not (DEMO / "drafter").exists(), reason="the embedded demo pair is not built")
+def test_demo_pair_speculation_is_lossless_and_accepts() -> None:
+    plain = Engine.load(DEMO / "target", None, max_model_len=512)
+    spec = Engine.load(DEMO / "target", DEMO / "drafter", max_model_len=512)
+    msgs = [{"role": "user", "content": "Write a Python function is_prime(n)."}]
+    ids = spec.tokenizer.apply_chat_template(msgs)
+    got, want = spec.generate(ids, 96), plain.generate(ids, 96)
+    assert got.tokens == want.tokens
+    assert got.stats.num_accepted_tokens > 0
