@@ -1,0 +1,401 @@
+"""OpenAI-compatible chat over HTTP for the smoke test: `/v1/models` and streamed chat completions.
+
+A server that misbehaves is *data* here, not an exception: `stream_chat` returns a `Completion`
+whose `error` says what went wrong (an HTML page, a 5xx, a hang past the timeout, an SSE stream
+cut mid-way, a malformed event). Only a server that cannot be reached at all raises
+`ServerError` (exit 2: the smoke test could not run).
+
+Timing (engine-formats.md §7): TTFT is the time from sending the request to the first event that
+carries text (content or reasoning); decode tokens/s counts the tokens after the first one over
+the time from the first to the last text event. No printing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from dflashctl.errors import ServerError
+
+Clock = Callable[[], float]
+MAX_ERROR_BODY = 4096
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
+_TAG = re.compile(r"<[^>]+>")
+
+
+@dataclass
+class Completion:
+    """One streamed chat request, as the server answered it."""
+
+    prompt_id: str
+    prompt: str
+    status_code: int | None = None
+    error: str | None = None  # set when the HTTP exchange itself failed (http check)
+    hint: str | None = None
+    content: str = ""
+    reasoning: str = ""
+    reasoning_field: str | None = None  # "reasoning" | "reasoning_content"
+    finish_reason: str | None = None
+    completion_tokens: int | None = None  # usage.completion_tokens
+    prompt_tokens: int | None = None
+    events: int = 0  # SSE data events
+    text_events: int = 0  # events that carried text
+    done: bool = False  # `data: [DONE]` seen
+    ttft_s: float | None = None
+    decode_s: float | None = None  # first to last text event
+    total_s: float | None = None
+    notes: list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def text(self) -> str:
+        """The answer: content, or the reasoning when content is empty."""
+        return self.content or self.reasoning
+
+    @property
+    def decode_tokens(self) -> int | None:
+        """Tokens after the first one (what the decode speed counts)."""
+        n = self.completion_tokens
+        return n - 1 if n is not None and n >= 2 else None
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        n = self.decode_tokens
+        if n is None or not self.decode_s or self.decode_s <= 0:
+            return None
+        return n / self.decode_s
+
+    def note(self, text: str) -> None:
+        self.notes = [*(self.notes or []), text]
+
+    def to_json(self) -> dict[str, Any]:
+        tps = self.decode_tokens_per_s
+        return {
+            "prompt_id": self.prompt_id,
+            "ok": self.ok,
+            "error": self.error,
+            "status_code": self.status_code,
+            "content": self.content,
+            "reasoning": self.reasoning or None,
+            "reasoning_field": self.reasoning_field,
+            "finish_reason": self.finish_reason,
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "events": self.events,
+            "ttft_s": _r(self.ttft_s, 4),
+            "decode_s": _r(self.decode_s, 4),
+            "total_s": _r(self.total_s, 4),
+            "decode_tokens_per_s": _r(tps, 2),
+            "notes": self.notes or [],
+        }
+
+
+def _r(x: float | None, nd: int) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def normalize_url(url: str) -> str:
+    """`http://h:8000/`, `http://h:8000/v1` → `http://h:8000`; `h:8000` → `http://h:8000`."""
+    u = url.strip().rstrip("/")
+    if not u.startswith(("http://", "https://")):
+        u = "http://" + u
+    for suffix in ("/v1/chat/completions", "/v1/models", "/metrics", "/v1"):
+        if u.endswith(suffix):
+            u = u[: -len(suffix)]
+            break
+    return u
+
+
+def make_client(timeout: float) -> httpx.Client:
+    t = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+    return httpx.Client(timeout=t, follow_redirects=False, trust_env=False)
+
+
+def unreachable(url: str, e: Exception) -> ServerError:
+    return ServerError(
+        f"cannot reach {url}: {e}",
+        "is the server up? check host and port (vLLM 8000, SGLang 30000), or start one with "
+        "dflashctl serve",
+    )
+
+
+# ---- error bodies -------------------------------------------------------------------------------
+
+
+def describe_body(status: int, ctype: str, body: bytes) -> tuple[str, str | None]:
+    """A one-line reading of an unexpected answer, and a hint."""
+    text = body.decode("utf-8", "replace")
+    stripped = text.lstrip()
+    if "html" in ctype.lower() or stripped[:1] == "<":
+        m = _TITLE.search(body)
+        title = m.group(1).decode("utf-8", "replace").strip() if m else ""
+        if not title:
+            title = " ".join(_TAG.sub(" ", text).split())[:80]
+        return (
+            f"HTTP {status} with an HTML page ({title or 'no title'}), not the engine's JSON",
+            "a proxy, load balancer or dashboard answered instead of the engine: check the URL "
+            "and that the engine behind the proxy is up",
+        )
+    msg = ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            msg = str(err.get("message") or err)
+        elif isinstance(err, str):
+            msg = err
+        elif "detail" in data:
+            msg = json.dumps(data["detail"])[:300]
+        elif "message" in data:
+            msg = str(data["message"])
+    if not msg:
+        msg = " ".join(text.split())[:200] or "empty body"
+    hint = "read the engine's log for the cause"
+    if status == 404 and "model" in msg.lower():
+        hint = "the model name is wrong: pass --model NAME (see GET /v1/models)"
+    elif status == 404:
+        hint = "is this an OpenAI-compatible server? the smoke test needs /v1/chat/completions"
+    elif status in (400, 422):
+        hint = "the server refused the request; its message says which parameter"
+    return f"HTTP {status}: {msg[:300]}", hint
+
+
+# ---- /v1/models ---------------------------------------------------------------------------------
+
+
+def list_models(client: httpx.Client, base: str) -> tuple[list[str], str | None, str | None]:
+    """(model ids, error, hint). Unreachable → ServerError."""
+    url = f"{base}/v1/models"
+    try:
+        r = client.get(url)
+    except httpx.TimeoutException:
+        return [], f"GET /v1/models did not answer within {client.timeout.read:g} s", _hang_hint()
+    except httpx.HTTPError as e:
+        raise unreachable(base, e) from None
+    if r.status_code != 200:
+        msg, hint = describe_body(r.status_code, r.headers.get("content-type", ""), r.content)
+        return [], f"GET /v1/models: {msg}", hint
+    try:
+        data = r.json()
+        ids = [str(m["id"]) for m in data["data"]]
+    except (ValueError, KeyError, TypeError):
+        msg, hint = describe_body(
+            200, r.headers.get("content-type", ""), r.content[:MAX_ERROR_BODY]
+        )
+        return [], f"GET /v1/models is not an OpenAI model list ({msg})", hint
+    if not ids:
+        return [], "GET /v1/models lists no model", "is the engine still loading?"
+    return ids, None, None
+
+
+def _hang_hint() -> str:
+    return (
+        "the server accepted the connection but did not answer: a wedged engine, a full queue, "
+        "or a cold start still compiling; raise --timeout if it is just slow"
+    )
+
+
+# ---- streamed chat --------------------------------------------------------------------------
+
+
+def chat_body(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def stream_chat(
+    client: httpx.Client,
+    base: str,
+    model: str,
+    prompt_id: str,
+    prompt: str,
+    *,
+    max_tokens: int,
+    timeout: float,
+    clock: Clock = time.perf_counter,
+) -> Completion:
+    """POST one streamed chat completion at temperature 0 and read it to the end."""
+    c = Completion(prompt_id, prompt)
+    t0 = clock()
+    deadline = t0 + timeout
+    t_first = t_last = None
+    try:
+        with client.stream(
+            "POST", f"{base}/v1/chat/completions", json=chat_body(model, prompt, max_tokens)
+        ) as r:
+            c.status_code = r.status_code
+            ctype = r.headers.get("content-type", "")
+            if r.status_code != 200:
+                body = _read_some(r)
+                c.error, c.hint = describe_body(r.status_code, ctype, body)
+                return c
+            if "text/event-stream" not in ctype.lower():
+                body = _read_some(r)
+                if "html" in ctype.lower() or body.lstrip()[:1] == b"<":
+                    c.error, c.hint = describe_body(200, ctype, body)
+                else:
+                    c.error = (
+                        f"HTTP 200 but {ctype or 'no content type'}, not an SSE stream "
+                        "(text/event-stream): the server ignored stream=true"
+                    )
+                    c.hint = "smoke measures TTFT and decode speed on a streamed answer"
+                return c
+            data_lines: list[str] = []
+            for line in r.iter_lines():
+                now = clock()
+                if now > deadline:
+                    c.error = (
+                        f"the answer was still streaming after --timeout {timeout:g} s "
+                        f"({c.events} events so far)"
+                    )
+                    c.hint = "a slow or looping server; raise --timeout or lower --max-tokens"
+                    return c
+                if line.startswith(":"):
+                    continue  # SSE comment / keep-alive
+                if line.startswith("data:"):
+                    data_lines.append(line[5:].removeprefix(" "))
+                    continue
+                if line.strip():
+                    continue  # event:, id:, retry: fields are not used by OpenAI streams
+                if not data_lines:
+                    continue
+                payload, data_lines = "\n".join(data_lines), []
+                if payload.strip() == "[DONE]":
+                    c.done = True
+                    break
+                got_text = _event(c, payload)
+                if c.error:
+                    return c
+                if got_text:
+                    if t_first is None:
+                        t_first = now
+                        c.ttft_s = now - t0
+                    t_last = now
+            if data_lines and not c.done:
+                payload = "\n".join(data_lines)
+                if payload.strip() == "[DONE]":
+                    c.done = True
+                else:
+                    c.error = _cut(c, "mid-event (a data line without its closing blank line)")
+                    return c
+    except httpx.TimeoutException:
+        what = "an answer" if c.status_code is None else "the next event"
+        c.error = f"no answer: waited --timeout {timeout:g} s for {what} ({c.events} events so far)"
+        c.hint = _hang_hint()
+        return c
+    except httpx.RemoteProtocolError as e:
+        if c.status_code is None:
+            c.error = f"the server closed the connection without an answer ({e})"
+            c.hint = "read the engine's log: a crash, or a proxy that dropped the request"
+        else:
+            c.error = _cut(c, f"({e})")
+        return c
+    except httpx.HTTPError as e:
+        if c.status_code is None and c.events == 0:
+            raise unreachable(base, e) from None
+        c.error = _cut(c, f"({type(e).__name__}: {e})")
+        return c
+    finally:
+        c.total_s = clock() - t0
+    if not c.done:
+        if c.finish_reason is None:
+            c.error = _cut(c, "before a finish_reason")
+            return c
+        c.note("the stream ended cleanly after finish_reason but without `data: [DONE]`")
+    if t_first is not None and t_last is not None:
+        c.decode_s = t_last - t_first
+    return c
+
+
+def _read_some(r: httpx.Response) -> bytes:
+    buf = b""
+    try:
+        for chunk in r.iter_bytes():
+            buf += chunk
+            if len(buf) >= MAX_ERROR_BODY:
+                break
+    except httpx.HTTPError:
+        pass
+    return buf[:MAX_ERROR_BODY]
+
+
+def _cut(c: Completion, how: str) -> str:
+    c.hint = (
+        "the engine crashed or a proxy dropped the connection mid-answer (proxy read timeout, "
+        "buffering limit); read the engine's log around this request"
+    )
+    return (
+        f"the SSE stream was cut mid-way {how}: {c.events} events and "
+        f"{len(c.content) + len(c.reasoning)} characters arrived, no `data: [DONE]`"
+    )
+
+
+def _event(c: Completion, payload: str) -> bool:
+    """Apply one SSE data payload to `c`; returns whether it carried text."""
+    c.events += 1
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        c.error = f"malformed SSE event #{c.events}: not JSON ({payload[:80]!r})"
+        c.hint = "the server does not speak OpenAI's streaming format"
+        return False
+    if not isinstance(obj, dict):
+        c.error = f"malformed SSE event #{c.events}: a JSON {type(obj).__name__}, not an object"
+        return False
+    if "error" in obj and not obj.get("choices"):
+        err = obj["error"]
+        msg = err.get("message") if isinstance(err, dict) else err
+        c.error = f"the server reported an error mid-stream: {str(msg)[:300]}"
+        c.hint = "read the engine's log for the cause"
+        return False
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        if isinstance(ct, int) and not isinstance(ct, bool):
+            c.completion_tokens = ct
+        if isinstance(pt, int) and not isinstance(pt, bool):
+            c.prompt_tokens = pt
+    got = False
+    choices = obj.get("choices") or []
+    if not isinstance(choices, list):
+        c.error = f"malformed SSE event #{c.events}: `choices` is not a list"
+        return False
+    for ch in choices:
+        if not isinstance(ch, dict) or ch.get("index", 0) != 0:
+            continue
+        delta = ch.get("delta") or {}
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                c.content += content
+                got = True
+            for field in ("reasoning", "reasoning_content"):
+                value = delta.get(field)
+                if isinstance(value, str) and value:
+                    c.reasoning += value
+                    c.reasoning_field = c.reasoning_field or field
+                    got = True
+        reason = ch.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            c.finish_reason = reason
+    if got:
+        c.text_events += 1
+    return got
