@@ -103,11 +103,73 @@ def verify_config(
 
 @app.command()
 def fetch(
-    drafter: Annotated[str, typer.Argument(help="Registry name or org/repo.")],
+    drafter: Annotated[
+        str, typer.Argument(help="Registry name (see playbooks/drafters/) or org/repo.")
+    ],
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            "--revision",
+            help="40-hex commit; a tag or branch is resolved and recorded. "
+            "Default: the registry's pin.",
+        ),
+    ] = None,
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="Where the files go (default: ./<repo name>).")
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include",
+            help="Glob of repo files to fetch (repeatable). Default: config.json, "
+            "*.safetensors, model.safetensors.index.json.",
+        ),
+    ] = None,
+    host: HostOpt = None,
+    remote_dir: Annotated[
+        str | None,
+        typer.Option("--remote-dir", help="With --host: the directory there (default: repo name)."),
+    ] = None,
+    allow_unpinned: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unpinned",
+            help="Take a moving revision (main) or bytes the registry does not pin; "
+            "the commit and hashes are recorded in the lock.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Download a drafter at its pinned revision, verify sha256 pins, write a lock file."""
-    raise NotBuiltError("`dflashctl fetch` is not built yet", "see issue 8")
+    """Download a drafter at its pinned revision, verify sha256 pins, write a lock file,
+    then run verify-config on what arrived.
+
+    Exit 0 verified and healthy, 1 verify-config found a problem in what arrived, 2 could not
+    fetch (Hub error, sha256 mismatch, bad arguments).
+
+    Examples:
+      dflashctl fetch qwen3.8-27b-dflash2 --dir /models/Qwen3.8-27B-DFlash2
+      dflashctl fetch z-lab/Qwen3-8B-DFlash-b16 --revision <40-hex commit> --json
+      dflashctl fetch org/drafter --allow-unpinned --include config.json
+    """
+    from dflashctl.fetch import fetch as run_fetch
+    from dflashctl.fetch_render import RichFetchProgress, render_fetch
+
+    with RichFetchProgress() as progress:
+        report = run_fetch(
+            drafter,
+            revision=revision,
+            directory=directory,
+            include=include or (),
+            allow_unpinned=allow_unpinned,
+            host=host,
+            remote_dir=remote_dir,
+            progress=progress,
+        )
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        render_fetch(report)
+    _exit_for(report.ok)
 
 
 @app.command()
