@@ -52,3 +52,15 @@ class EngineError(DflashError):
 
 class ConfigWriteError(DflashError):
     """A config repair was refused or failed; the file on disk is unchanged."""
+
+
+class HostKeyError(RemoteError):
+    """An SSH host key is unknown (not in known_hosts) or has changed: the connection is refused."""
+
+
+class PlaybookError(InputError):
+    """A serve playbook is malformed: the message names file:line and the key."""
+
+
+class PortInUseError(DflashError):
+    """The port a server should listen on is already taken (by whom, when we can tell)."""
