@@ -8,7 +8,7 @@ import time
 
 import pytest
 from metrics_util import run_main
-from smoke_servers import COLLAPSED, QUICKSORT, Behaviour, serve_many
+from smoke_servers import COLLAPSED, QUICKSORT, Behaviour, FakeEngine, serve_many
 
 FAST = ["--timeout", "5", "--max-tokens", "256"]
 SHORT = ["--timeout", "5", "--max-tokens", "40"]
@@ -333,12 +333,44 @@ class TestCouldNotRun:
         assert message in err and "Traceback" not in err
         assert len(err.strip().splitlines()) <= 2  # the error and a hint
 
-    def test_deployment_name_needs_serve(self, monkeypatch, capsys):
+    def test_unknown_deployment_name(self, monkeypatch, capsys):
         code, _, err = run_main(monkeypatch, capsys, "smoke", "prod-27b")
-        assert code == 2 and "is not a URL" in err
+        assert code == 2 and "'prod-27b' is not a URL" in err
 
     def test_baseline_is_the_server(self, monkeypatch, capsys):
         code, _, err = run_main(
             monkeypatch, capsys, "smoke", "127.0.0.1:9", "--baseline", "http://127.0.0.1:9/v1"
         )
         assert code == 2 and "--baseline is the server under test" in err
+
+
+class TestDeploymentName:
+    """A NAME target: the state file `dflashctl serve` writes supplies URL, model and log."""
+
+    @staticmethod
+    def save(srv: FakeEngine, log, engine: str) -> str:
+        state = pytest.importorskip("dflashctl.serve.state")
+        dep = state.Deployment(
+            name="gpu1-8000", engine=engine, host=None, url=srv.url + "/", pid=1, starttime=0,
+            log=str(log), run_dir=str(log.parent), port=8000, bind="127.0.0.1",
+            model="/models/target", model_id="fake/model", drafter=None, cmd=[],
+            started_at=state.now_iso(),
+        )  # fmt: skip
+        state.save(dep)
+        return dep.name
+
+    def test_vllm_deployment_uses_metrics(self, serve, monkeypatch, capsys, tmp_path):
+        srv = serve()
+        name = self.save(srv, tmp_path / "x.log", "vllm")
+        code, d, _ = smoke_json(monkeypatch, capsys, name, *FAST)
+        assert code == 0, d["checks"]
+        assert d["url"] == srv.url and d["model"] == "fake/model"
+        assert d["speculation"]["source"] == "prometheus"
+
+    def test_sglang_deployment_reads_its_log(self, serve, monkeypatch, capsys, tmp_path):
+        log = tmp_path / "sglang.log"
+        srv = serve(log=log, log_interval=0.3, metrics="missing")
+        name = self.save(srv, log, "sglang")
+        code, d, _ = smoke_json(monkeypatch, capsys, name, *FAST, "--log-interval", "0.5")
+        assert code == 0, d["checks"]
+        assert d["speculation"]["source"] == "log" and d["speculation"]["where"] == str(log)

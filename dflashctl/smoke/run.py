@@ -180,14 +180,47 @@ def looks_like_url(target: str) -> bool:
     return bool(sep and host and port.split("/")[0].isdigit())
 
 
-def resolve_target(target: str) -> str:
-    """A URL (or HOST:PORT). Deployment names need the state file `dflashctl serve` writes."""
+@dataclass
+class Target:
+    """What the smoke test talks to: a URL, or a deployment `dflashctl serve` recorded."""
+
+    url: str
+    name: str | None = None
+    model: str | None = None
+    engine: str | None = None
+    log: str | None = None
+    host: str | None = None  # where the log lives (None: this machine)
+    ssh_config: str | None = None
+
+
+def resolve_target(target: str) -> Target:
+    """A URL (or HOST:PORT), else the name of a deployment in `$DFLASHCTL_HOME/deployments/`."""
     if looks_like_url(target):
-        return normalize_url(target)
-    raise NotBuiltError(
-        f"{target!r} is not a URL, and deployment names come with `dflashctl serve`, whose "
-        "state lookup is not built yet",
-        "pass the server's URL: dflashctl smoke http://HOST:PORT",
+        return Target(normalize_url(target))
+    try:
+        state = importlib.import_module("dflashctl.serve.state")
+    except ModuleNotFoundError as e:
+        if e.name not in ("dflashctl.serve", "dflashctl.serve.state"):
+            raise
+        raise NotBuiltError(
+            f"{target!r} is not a URL, and deployment names come with `dflashctl serve`, "
+            "which is not in this build",
+            "pass the server's URL: dflashctl smoke http://HOST:PORT",
+        ) from None
+    dep = state.load(target)
+    if dep is None:
+        raise UsageError(
+            f"{target!r} is not a URL, nor a deployment dflashctl started",
+            "see dflashctl status for the names, or pass the server's URL",
+        )
+    return Target(
+        normalize_url(dep.url),
+        name=dep.name,
+        model=dep.model_id or None,
+        engine=dep.engine,
+        log=dep.log or None,
+        host=dep.host,
+        ssh_config=getattr(dep, "ssh_config", None),
     )
 
 
@@ -202,22 +235,24 @@ def _thresholds(opts: SmokeOptions, source: str) -> Thresholds:
     return thresholds_for(source, mo)
 
 
-def _log_source(opts: SmokeOptions) -> LocalLog | HostLog:
-    """The log to read: a local file, or one on `--host` through the SSH layer."""
-    assert opts.log is not None
-    if not opts.host:
-        return LocalLog(opts.log)
+def _log_source(path: str, host: str | None, ssh_config: str | None) -> LocalLog | HostLog:
+    """The log to read: a local file, or one on `host` through the SSH layer."""
+    if not host:
+        return LocalLog(Path(path))
     try:
         hosts = importlib.import_module("dflashctl.hosts")
     except ModuleNotFoundError as e:
         if e.name != "dflashctl.hosts":
             raise
         raise NotBuiltError(
-            f"reading the log on {opts.host} (--host) needs the SSH layer (dflashctl/hosts.py, "
+            f"reading the log on {host} (--host) needs the SSH layer (dflashctl/hosts.py, "
             "remote.py), which is not in this build",
-            f"use --metrics-url http://{opts.host}:PORT/metrics, or run dflashctl smoke there",
+            f"use --metrics-url http://{host}:PORT/metrics, or run dflashctl smoke there",
         ) from None
-    return HostLog(hosts.open_host(opts.host), str(opts.log))
+    ssh = None
+    if ssh_config:
+        ssh = importlib.import_module("dflashctl.remote").SSHOptions(ssh_config=ssh_config)
+    return HostLog(hosts.open_host(host, ssh=ssh), path)
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -231,7 +266,8 @@ def run_smoke(
 ) -> SmokeReport:
     opts.validate()
     say = progress or (lambda _msg: None)
-    url = resolve_target(opts.target)
+    target = resolve_target(opts.target)
+    url = target.url
     base_url = normalize_url(opts.baseline) if opts.baseline else None
     if base_url is not None and base_url == url:
         raise UsageError(
@@ -239,11 +275,20 @@ def run_smoke(
         )
     prompts = build_prompts(opts.prompts, opts.fixtures)
 
-    log = _log_source(opts) if opts.log is not None else None
+    # The log: --log (on --host); or, for a deployment on SGLang (no /metrics by default),
+    # the log `dflashctl serve` recorded. Otherwise /metrics.
+    log_path: str | None = str(opts.log) if opts.log else None
+    host: str | None = opts.host
+    ssh_config: str | None = None
+    if log_path is None and opts.metrics_url is None and target.engine == "sglang" and target.log:
+        log_path, host, ssh_config = target.log, target.host, target.ssh_config
+    log = _log_source(log_path, host, ssh_config) if log_path is not None else None
+    where = f"{host}:{log_path}" if host else str(log_path)
+    model = opts.model or target.model
     try:
         if log is not None:
             log.size()  # a missing or unreadable log is exit 2, before any request
-        return _run(opts, url, base_url, prompts, log, say, sleep)
+        return _run(opts, url, model, base_url, prompts, (log, where), say, sleep)
     finally:
         if log is not None:
             log.close()
@@ -252,16 +297,17 @@ def run_smoke(
 def _run(
     opts: SmokeOptions,
     url: str,
+    model: str | None,
     base_url: str | None,
     prompts: list[Prompt],
-    log: LocalLog | HostLog | None,
+    log_where: tuple[LocalLog | HostLog | None, str],
     say: Progress,
     sleep: Callable[[float], None],
 ) -> SmokeReport:
+    log, where = log_where
     checks: list[ck.Check] = []
-    report = SmokeReport(url, opts.model, opts.max_tokens, [], checks, baseline_url=base_url)
+    report = SmokeReport(url, model, opts.max_tokens, [], checks, baseline_url=base_url)
     with make_client(opts.timeout) as client:
-        model = opts.model
         if model is None:
             ids, err, hint = list_models(client, url)
             if err:
@@ -274,7 +320,6 @@ def _run(
 
         probe: PromProbe | LogProbe
         if log is not None:
-            where = f"{opts.host}:{opts.log}" if opts.host else str(opts.log)
             probe = LogProbe(
                 log, where, interval=opts.log_interval, th=_thresholds(opts, where), sleep=sleep
             )

@@ -1,0 +1,45 @@
+"""`dflashctl smoke --host H --log PATH`: the log read over SSH (SFTP byte ranges) from a real
+OpenSSH sshd on 127.0.0.1, through the SSH layer (dflashctl/hosts.py, remote.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from metrics_util import run_main
+from smoke_servers import COLLAPSED, FakeEngine
+
+pytest.importorskip("dflashctl.remote", reason="the SSH layer (dflashctl/remote.py) is not here")
+sshd_fixture = pytest.importorskip("sshd_fixture", reason="tests/sshd_fixture.py is not here")
+sshd = sshd_fixture.sshd
+
+pytestmark = pytest.mark.ssh
+
+
+def test_collapse_from_a_remote_log(sshd, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
+    log = tmp_path / "vllm.log"
+    srv = FakeEngine(spec=COLLAPSED, log=log, log_interval=0.3)
+    try:
+        code, out, err = run_main(
+            monkeypatch, capsys, "smoke", srv.url, "--host", "testhost", "--log", str(log),
+            "--log-interval", "0.5", "--max-tokens", "512", "--json",
+        )  # fmt: skip
+    finally:
+        srv.close()
+    assert code == 1, err
+    d = json.loads(out)
+    assert d["speculation"]["source"] == "log"
+    assert d["speculation"]["where"] == f"testhost:{log}"
+    assert [a["kind"] for a in d["alarms"] if a["severity"] == "alarm"] == ["collapse"]
+
+
+def test_missing_remote_log_is_exit_2(sshd, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
+    code, out, err = run_main(
+        monkeypatch, capsys, "smoke", "http://127.0.0.1:9", "--host", "testhost", "--log",
+        str(tmp_path / "nope.log"),
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert f"testhost:{tmp_path}/nope.log: no such log file" in err
+    assert "Traceback" not in err
