@@ -1,0 +1,302 @@
+"""playbook.py — deployment playbooks (`playbooks/*.yaml`): a small validated schema.
+
+A playbook names what to serve and where:
+
+    name: vllm-2xa100-tp2
+    description: ...
+    hosts:                      # default: [local]
+      - gpu1                    # an ~/.ssh/config alias, [user@]host[:port], or `local`
+      - host: alice@10.0.0.7:2222
+        port: 8001              # any serve key may be overridden per host
+    serve:
+      engine: vllm              # local | vllm | sglang
+      model: Qwen/Qwen3-8B
+      drafter: /models/Qwen3-8B-DFlash-b16
+      tensor_parallel_size: 2
+      extra_args: [--max-model-len, "8192"]
+      env: {VLLM_USE_V2_MODEL_RUNNER: "1"}
+
+Every problem is a `PlaybookError` naming `file:line`, the key and what is wrong (line numbers
+come from the YAML node marks). `SECTIONS` holds the schema of each top-level section; a later
+command (`run`) adds its own sections there. Pure: no network, no printing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflashctl.errors import PlaybookError
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# kind: str | int | posint | port | number | list | mapping | env | enum:a|b
+SERVE_KEYS: dict[str, str] = {
+    "engine": "enum:local|vllm|sglang",
+    "model": "str",
+    "drafter": "str",
+    "port": "port",
+    "bind": "str",
+    "num_speculative_tokens": "posint",
+    "spec": "enum:dflash|none",
+    "tensor_parallel_size": "posint",
+    "served_model_name": "str",
+    "python": "str",
+    "executable": "str",
+    "extra_args": "args",
+    "env": "env",
+    "pass_env": "envnames",
+    "ready_timeout": "number",
+}
+HOST_KEYS: dict[str, str] = {"host": "str", "name": "name", **SERVE_KEYS}
+TOP_KEYS: dict[str, str] = {"name": "name", "description": "str", "hosts": "hosts"}
+# section name -> schema of its keys; `run` adds fetch/smoke/metrics sections here
+SECTIONS: dict[str, dict[str, str]] = {"serve": SERVE_KEYS}
+
+WORDS = {
+    "str": "a non-empty string",
+    "name": "a name of letters, digits, '.', '-', '_'",
+    "posint": "a positive integer",
+    "port": "a port number (1-65535)",
+    "number": "a positive number",
+    "args": "a list of strings (engine arguments)",
+    "env": "a mapping of VARIABLE: value",
+    "envnames": "a list of environment variable names",
+    "hosts": "a list of hosts",
+}
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One host of a playbook: `host` None is this machine; `serve` holds its overrides."""
+
+    host: str | None
+    name: str | None
+    serve: dict[str, Any]
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Playbook:
+    path: Path
+    name: str
+    description: str | None
+    hosts: tuple[HostEntry, ...]
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def serve(self) -> dict[str, Any]:
+        return self.sections.get("serve", {})
+
+    def serve_settings(self, entry: HostEntry) -> dict[str, Any]:
+        """The `serve` section with this host's overrides applied (env maps are merged)."""
+        merged = dict(self.serve)
+        for key, value in entry.serve.items():
+            if key == "env" and isinstance(merged.get("env"), dict):
+                merged["env"] = {**merged["env"], **value}
+            else:
+                merged[key] = value
+        return merged
+
+
+class _Doc:
+    """The YAML document plus the line of each key path (from the node marks)."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        import yaml
+
+        self.path = path
+        self.lines: dict[tuple[str, ...], int] = {}
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                raise PlaybookError(f"{path}: empty playbook", "a playbook is a YAML mapping")
+            self._index(node, ())
+            self.data = loader.construct_document(node)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f":{mark.line + 1}" if mark is not None else ""
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise PlaybookError(f"{path}{where}: not valid YAML: {problem}") from None
+        finally:
+            loader.dispose()
+
+    def _index(self, node: Any, prefix: tuple[str, ...]) -> None:
+        import yaml
+
+        self.lines.setdefault(prefix, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = (*prefix, str(key_node.value))
+                self.lines.setdefault(key, key_node.start_mark.line + 1)
+                self._index(value_node, key)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._index(item, (*prefix, str(i)))
+
+    def line(self, key: tuple[str, ...]) -> int | None:
+        for n in range(len(key), -1, -1):
+            line = self.lines.get(key[:n])
+            if line is not None:
+                return line
+        return None
+
+    def error(self, key: tuple[str, ...], message: str, hint: str | None = None) -> PlaybookError:
+        line = self.line(key)
+        where = f"{self.path}:{line}" if line else str(self.path)
+        dotted = ".".join(key) if key else "(top level)"
+        return PlaybookError(f"{where}: key '{dotted}': {message}", hint)
+
+
+def _ok(kind: str, value: Any) -> bool:
+    if kind in ("str", "name"):
+        if not isinstance(value, str) or not value.strip():
+            return False
+        return kind == "str" or NAME_RE.fullmatch(value) is not None
+    if kind == "posint":
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    if kind == "port":
+        return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    if kind == "args":
+        return isinstance(value, list) and all(
+            isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
+        )
+    if kind == "env":
+        return isinstance(value, dict) and all(
+            isinstance(k, str)
+            and ENV_RE.fullmatch(k) is not None
+            and isinstance(v, str | int | float | bool)
+            for k, v in value.items()
+        )
+    if kind == "envnames":
+        return isinstance(value, list) and all(
+            isinstance(v, str) and ENV_RE.fullmatch(v) is not None for v in value
+        )
+    if kind.startswith("enum:"):
+        return value in kind[5:].split("|")
+    return False
+
+
+def _words(kind: str) -> str:
+    if kind.startswith("enum:"):
+        return "one of " + ", ".join(kind[5:].split("|"))
+    return WORDS.get(kind, kind)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_mapping(
+    doc: _Doc, data: Any, schema: dict[str, str], prefix: tuple[str, ...]
+) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise doc.error(prefix, f"must be a mapping, found {type(data).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or key not in schema:
+            close = difflib.get_close_matches(str(key), list(schema), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(schema)}"
+            raise doc.error((*prefix, str(key)), "unknown key", hint)
+        kind = schema[key]
+        if kind == "hosts":
+            continue
+        if not _ok(kind, value):
+            raise doc.error((*prefix, key), f"must be {_words(kind)}, found {_shown(value)}")
+        if kind == "args":
+            value = [str(v) for v in value]
+        elif kind == "env":
+            value = {k: _env_value(v) for k, v in value.items()}
+        out[key] = value
+    return out
+
+
+def _env_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
+def _host_entry(doc: _Doc, item: Any, i: int) -> HostEntry:
+    key = ("hosts", str(i))
+    line = doc.line(key)
+    if isinstance(item, str):
+        if not item.strip():
+            raise doc.error(key, "a host must be a non-empty string")
+        return HostEntry(None if item == "local" else item.strip(), None, {}, line)
+    data = _check_mapping(doc, item, HOST_KEYS, key)
+    if "host" not in data:
+        raise doc.error(key, "missing required key 'host'", "use `host: local` for this machine")
+    host = data.pop("host")
+    name = data.pop("name", None)
+    return HostEntry(None if host == "local" else host, name, data, line)
+
+
+def parse_playbook(path: Path, text: str) -> Playbook:
+    doc = _Doc(path, text)
+    schema = {**TOP_KEYS, **dict.fromkeys(SECTIONS, "section")}
+    top = doc.data
+    if not isinstance(top, dict):
+        raise doc.error((), f"a playbook is a mapping, found {type(top).__name__}")
+    for key in top:
+        if not isinstance(key, str) or key not in schema:
+            close = difflib.get_close_matches(str(key), list(schema), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(schema)}"
+            raise doc.error((str(key),), "unknown key", hint)
+    plain = _check_mapping(doc, {k: v for k, v in top.items() if k in TOP_KEYS}, TOP_KEYS, ())
+    sections = {
+        name: _check_mapping(doc, top[name], keys, (name,))
+        for name, keys in SECTIONS.items()
+        if name in top
+    }
+    raw_hosts = top.get("hosts", ["local"])
+    if not isinstance(raw_hosts, list) or not raw_hosts:
+        raise doc.error(("hosts",), "must be a non-empty list of hosts")
+    hosts = tuple(_host_entry(doc, item, i) for i, item in enumerate(raw_hosts))
+    labels = [h.name or h.host or "local" for h in hosts]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            raise doc.error(
+                ("hosts", str(i)),
+                f"host {label!r} is listed twice",
+                "give each entry its own `name:`",
+            )
+    name = plain.get("name") or re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem)
+    return Playbook(path, name, plain.get("description"), hosts, sections)
+
+
+def load_playbook(path: Path) -> Playbook:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlaybookError(f"playbook not found: {path}") from None
+    except UnicodeDecodeError:
+        raise PlaybookError(f"{path} is not UTF-8 text") from None
+    except OSError as e:
+        raise PlaybookError(f"cannot read {path}: {e.strerror}") from None
+    return parse_playbook(path, text)
+
+
+def find_playbook(arg: str) -> Path | None:
+    """`arg` as a playbook: a .yaml/.yml path, or a name in the bundled playbooks/ directory."""
+    p = Path(arg)
+    if p.suffix in (".yaml", ".yml"):
+        return p
+    if p.is_file():
+        return p
+    if NAME_RE.fullmatch(arg):
+        from dflashctl.registry import playbooks_dir
+
+        for suffix in (".yaml", ".yml"):
+            candidate = playbooks_dir() / f"{arg}{suffix}"
+            if candidate.is_file():
+                return candidate
+    return None

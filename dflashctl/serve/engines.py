@@ -1,0 +1,162 @@
+"""The engine command line for `--engine local|vllm|sglang`, from the facts in engine-formats.md.
+
+- local:  `PYTHON -m dflashctl.engine.server --model M --drafter D --host H --port P
+           --num-speculative-tokens K` (`--spec none` instead of the drafter for a control)
+- vllm:   `vllm serve M --host H --port P --speculative-config
+           '{"method":"dflash","model":D,"num_speculative_tokens":K}' [--tensor-parallel-size N]`
+- sglang: `PYTHON -m sglang.launch_server --model-path M --host H --port P
+           --speculative-algorithm DFLASH --speculative-draft-model-path D
+           --speculative-num-draft-tokens K+1 [--tp-size N] --enable-metrics`
+           (SGLang's DFLASH draft-token count is the block size, anchor included)
+
+Extra arguments (after `--`) are appended verbatim. Pure: argv lists in, argv lists out.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+
+from dflashctl.errors import UsageError
+
+ENGINES = ("local", "vllm", "sglang")
+DEFAULT_PORT = {"local": 8000, "vllm": 8000, "sglang": 30000}
+# The engine's own "I am serving" line (engine-formats.md §4, §6; uvicorn for the bundled one).
+READY_LINES = {
+    "local": ("Application startup complete.",),
+    "vllm": ("Application startup complete.",),
+    "sglang": ("The server is fired up and ready to roll!",),
+}
+
+
+@dataclass
+class EngineSpec:
+    """What to serve and how; `python` is the interpreter on the host that runs it."""
+
+    engine: str
+    model: str
+    drafter: str | None
+    port: int
+    bind: str = "127.0.0.1"
+    num_speculative_tokens: int | None = None
+    spec: str = "dflash"  # or "none": the matched control without speculation
+    tensor_parallel_size: int | None = None
+    served_model_name: str | None = None
+    python: str = "python3"
+    executable: str | None = None  # vLLM's `vllm` when not beside `python`
+    extra_args: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        if self.engine not in ENGINES:
+            raise UsageError(f"unknown engine {self.engine!r}", f"use one of: {', '.join(ENGINES)}")
+        if self.spec not in ("dflash", "none"):
+            raise UsageError(f"--spec must be dflash or none, not {self.spec!r}")
+        if not 0 < self.port < 65536:
+            raise UsageError(f"--port {self.port} is out of range")
+        if self.num_speculative_tokens is not None and self.num_speculative_tokens < 1:
+            raise UsageError("--num-speculative-tokens must be at least 1")
+        if self.tensor_parallel_size is not None and self.tensor_parallel_size < 1:
+            raise UsageError("--tensor-parallel-size must be at least 1")
+        if self.spec == "dflash" and not self.drafter:
+            raise UsageError(
+                f"--engine {self.engine} with speculation needs --drafter",
+                "or pass --spec none for a plain (non-speculative) control",
+            )
+        if self.spec == "dflash" and self.engine != "local" and not self.num_speculative_tokens:
+            raise UsageError(
+                "--num-speculative-tokens is unknown: the drafter's config.json was not readable "
+                "here and the registry does not know it",
+                "pass --num-speculative-tokens (block size - 1)",
+            )
+
+    @property
+    def model_id(self) -> str:
+        """The name /v1/models must list once the server is up."""
+        name = _flag_value(self.extra_args, "--served-model-name") or self.served_model_name
+        if name:
+            return name
+        if self.engine == "local":
+            return posixpath.normpath(self.model) if "/" in self.model else self.model
+        return self.model
+
+    @property
+    def ready_lines(self) -> tuple[str, ...]:
+        return READY_LINES[self.engine]
+
+    def vllm_executable(self) -> str:
+        if self.executable:
+            return self.executable
+        if "/" in self.python:
+            return posixpath.join(posixpath.dirname(self.python), "vllm")
+        return "vllm"
+
+
+def _flag_value(args: list[str], flag: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def speculative_config(drafter: str, k: int) -> str:
+    return json.dumps(
+        {"method": "dflash", "model": drafter, "num_speculative_tokens": k},
+        separators=(",", ":"),
+    )
+
+
+def render(s: EngineSpec) -> list[str]:
+    """The argv that starts the engine (no shell: `hosts.quote_argv` quotes it for one)."""
+    s.validate()
+    spec = s.spec == "dflash"
+    argv: list[str]
+    if s.engine == "local":
+        argv = [s.python, "-m", "dflashctl.engine.server", "--model", s.model]
+        if spec:
+            assert s.drafter
+            argv += ["--drafter", s.drafter]
+            if s.num_speculative_tokens:
+                argv += ["--num-speculative-tokens", str(s.num_speculative_tokens)]
+        else:
+            argv += ["--spec", "none"]
+        argv += ["--host", s.bind, "--port", str(s.port)]
+        if s.served_model_name:
+            argv += ["--served-model-name", s.served_model_name]
+    elif s.engine == "vllm":
+        argv = [s.vllm_executable(), "serve", s.model, "--host", s.bind, "--port", str(s.port)]
+        if spec:
+            assert s.drafter and s.num_speculative_tokens
+            sc = speculative_config(s.drafter, s.num_speculative_tokens)
+            argv += ["--speculative-config", sc]
+        if s.tensor_parallel_size and s.tensor_parallel_size > 1:
+            argv += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
+        if s.served_model_name:
+            argv += ["--served-model-name", s.served_model_name]
+    else:
+        argv = [s.python, "-m", "sglang.launch_server", "--model-path", s.model]
+        argv += ["--host", s.bind, "--port", str(s.port)]
+        if spec:
+            assert s.drafter and s.num_speculative_tokens
+            argv += [
+                "--speculative-algorithm",
+                "DFLASH",
+                "--speculative-draft-model-path",
+                s.drafter,
+                "--speculative-num-draft-tokens",
+                str(s.num_speculative_tokens + 1),
+            ]
+        if s.tensor_parallel_size and s.tensor_parallel_size > 1:
+            argv += ["--tp-size", str(s.tensor_parallel_size)]
+        if s.served_model_name:
+            argv += ["--served-model-name", s.served_model_name]
+        if "--enable-metrics" not in s.extra_args:
+            argv.append("--enable-metrics")
+    return argv + list(s.extra_args)
+
+
+def engine_env(engine: str) -> dict[str, str]:
+    """Environment every launch gets: plain logs (no colour codes) for the log readers."""
+    return {"NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
