@@ -38,7 +38,7 @@ from dflashctl.dflash_config import (
     target_text_config,
     transformers_view,
 )
-from dflashctl.errors import InputError, NotBuiltError, UsageError
+from dflashctl.errors import InputError, UsageError
 from dflashctl.registry import LOCK_NAME, DrafterEntry, Identification
 from dflashctl.safetensors_header import FLOAT_DTYPES, Header
 
@@ -1585,13 +1585,21 @@ def run_verify(
 
     Raises `DflashError`s (exit 2) when it cannot run; failed checks are in the report.
     """
-    if host is not None:
-        raise NotBuiltError(
-            "`verify-config --host` is not built yet",
-            "copy the drafter's config.json here and check it locally for now",
-        )
     if engine not in ENGINES:
         raise UsageError(f"unknown engine '{engine}'", f"use one of: {', '.join(ENGINES)}")
+    if host is not None:  # the files as they are on that host, read over SFTP
+        from dflashctl.hosts import open_host
+        from dflashctl.remote_verify import verify_on_host
+
+        with open_host(host) as h:
+            return verify_on_host(
+                h,
+                str(path),
+                drafter=drafter,
+                target=str(target) if target is not None else None,
+                engine=engine,
+                fix=fix,
+            )
     from dflashctl import registry
     from dflashctl.safetensors_header import find_checkpoint, read_header
 

@@ -58,7 +58,7 @@ class TestExitCodes:
             (["nope.log"], "no such log file"),
             (["vllm_034_healthy.log", "--engine", "llamacpp"], "unknown --engine"),
             (["vllm_034_healthy.log", "--min-acceptance-length", "0.5"], "at least 1.0"),
-            (["vllm_034_healthy.log", "--host", "gpu1"], "comes with the SSH layer"),
+            (["vllm_034_healthy.log", "--host", "127.0.0.1:1"], "connection refused"),
             (["vllm_034_healthy.log", "--interval", "0"], "--interval"),
         ],
     )

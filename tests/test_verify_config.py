@@ -389,11 +389,11 @@ class TestRunVerify:
         with pytest.raises(InputError, match="100 MB"):
             run_verify(folder)
 
-    def test_host_is_not_built_yet(self, tmp_path: Path):
-        from dflashctl.errors import NotBuiltError
+    def test_unreachable_host_cannot_run(self, tmp_path: Path):
+        from dflashctl.errors import RemoteError
 
-        with pytest.raises(NotBuiltError):
-            run_verify(drafter_dir(tmp_path), host="gpu-box")
+        with pytest.raises(RemoteError, match="connection refused"):
+            run_verify(drafter_dir(tmp_path), host="127.0.0.1:1")
 
 
 def _listing(folder: Path) -> dict[str, bytes]:

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dflashctl.errors import InputError, NotBuiltError, UsageError
+from dflashctl.errors import InputError, UsageError
 from dflashctl.metrics.alarms import Thresholds, evaluate
 from dflashctl.metrics.scanner import ENGINES, LogScanner
 from dflashctl.metrics.window import MetricsReport, MetricsState
@@ -52,10 +52,10 @@ class MetricsOptions:
                 "--min-acceptance-length counts the bonus token, so it is at least 1.0",
                 "e.g. --min-acceptance-length 2.5",
             )
-        if self.host:
-            raise NotBuiltError(
-                "reading a log on a remote host (--host) comes with the SSH layer, not built yet",
-                f"meanwhile: ssh {self.host} tail -c 200M LOGFILE | dflashctl metrics -",
+        if self.host and (is_url(source) or source == "-"):
+            raise UsageError(
+                "--host names where the log file lives; it does not go with a URL or '-'",
+                "dflashctl metrics /path/to/server.log --host HOST",
             )
         if is_url(source) and self.engine != "auto":
             pass  # the page says which engine it is; --engine is only a hint there
@@ -187,6 +187,8 @@ def analyze_source(
     if source == "-":
         stdin = sys.stdin.buffer
         return analyze_chunks(read_chunks(stdin), source="stdin", opts=opts, th=th)
+    if opts.host:
+        return analyze_remote(source, opts, th)
     path = Path(source)
     with open_log(path) as f:
         try:
@@ -194,6 +196,21 @@ def analyze_source(
         except OSError:
             ref = None
         return analyze_chunks(read_chunks(f), source=source, opts=opts, ref=ref, th=th)
+
+
+def analyze_remote(source: str, opts: MetricsOptions, th: Thresholds) -> MetricsReport:
+    """A log on an SSH host, streamed over SFTP in ranges: never copied whole, memory flat."""
+    from dflashctl.hosts import open_host
+
+    assert opts.host
+    with open_host(opts.host) as host:
+        st = host.stat(source)
+        if st is None:
+            raise InputError(f"no such log file: {opts.host}:{source}")
+        ref = datetime.fromtimestamp(st.mtime) if st.mtime else None
+        return analyze_chunks(
+            host.iter_file(source), source=f"{opts.host}:{source}", opts=opts, ref=ref, th=th
+        )
 
 
 # ---- Prometheus ------------------------------------------------------------------------------

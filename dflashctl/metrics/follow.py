@@ -264,6 +264,28 @@ def follow_source(
         return follow_log(
             stdin_chunks(should_stop), source="stdin", opts=opts, th=th, live_from_start=True
         )
+    if opts.host:
+        return follow_log(
+            _remote_tail(source, opts.host, should_stop),
+            source=f"{opts.host}:{source}",
+            opts=opts,
+            th=th,
+        )
     path = Path(source)
     open_log(path).close()  # fail now (exit 2) on a missing or unreadable file
     return follow_log(tail_file(path, should_stop=should_stop), source=source, opts=opts, th=th)
+
+
+def _remote_tail(
+    source: str, host_spec: str, should_stop: StopFn | None
+) -> Iterator[bytes | str | None]:
+    """`tail_file` for a log on an SSH host (`tail -F` there; rotation and truncation markers)."""
+    from dflashctl.hosts import open_host
+
+    host = open_host(host_spec)
+    try:
+        if host.stat(source) is None:  # fail now (exit 2) on a missing file
+            raise InputError(f"no such log file: {host_spec}:{source}")
+        yield from host.follow(source, should_stop=should_stop)  # type: ignore[attr-defined]
+    finally:
+        host.close()
