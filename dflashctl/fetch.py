@@ -872,25 +872,59 @@ def remote_ops(host: str) -> RemoteOps:
     return _Ops()
 
 
-def _remote_hashes(ops: RemoteOps, paths: list[str]) -> dict[str, str]:
-    """`sha256sum` on the host: {path: sha256} for the paths that exist there."""
-    if not paths:
-        return {}
-    _rc, out, _err = ops.run(["sha256sum", "--", *paths])
+def _parse_sums(text: str) -> dict[str, str]:
+    """`sha256sum` output -> {path: sha256} (lines of other shapes are ignored)."""
     found: dict[str, str] = {}
-    for line in out.splitlines():
-        sha, _, path = line.partition("  ")
-        if HEX64.fullmatch(sha.strip().lstrip("\\")):
-            found[path.strip()] = sha.strip().lstrip("\\")
+    for line in text.splitlines():
+        sha, sep, path = line.partition("  ")
+        sha = sha.strip().lstrip("\\")
+        if sep and HEX64.fullmatch(sha):
+            found[path] = sha
     return found
+
+
+# Run on the host as `sh -c SCRIPT sh ARGS...`: every path is an argument (quoted by the SSH
+# layer), never spliced into the script. Each remote command costs a round trip, so the steps
+# are batched: one script before the upload, one after.
+_PRESENT_SH = 'mkdir -p -- "$1" || exit 4; shift; sha256sum -- "$@" 2>/dev/null; exit 0'
+_PLACE_SH = """
+staging=$1 nfiles=$2; shift 2
+i=0 bad=
+for a in "$@"; do
+  [ "$i" -ge $((nfiles * 3)) ] && break
+  case $((i % 3)) in
+    0) want=$a ;;
+    1) staged=$a ;;
+    2) got=$(sha256sum -- "$staged" 2>/dev/null) got=${got%% *}
+       if [ "$got" != "$want" ]; then echo "BAD $got $staged"; rm -f -- "$staged"; bad=1; fi ;;
+  esac
+  i=$((i + 1))
+done
+[ -z "$bad" ] || exit 3
+i=0
+for a in "$@"; do
+  if [ "$i" -lt $((nfiles * 3)) ]; then
+    case $((i % 3)) in
+      1) staged=$a ;;
+      2) mkdir -p -- "$(dirname -- "$a")" && mv -f -- "$staged" "$a" || exit 4 ;;
+    esac
+  fi
+  i=$((i + 1))
+done
+shift $((nfiles * 3))
+rmdir -- "$staging" 2>/dev/null
+sha256sum -- "$@" 2>/dev/null
+exit 0
+"""
 
 
 def push_to_host(ops: RemoteOps, local_dir: Path, remote_dir: str) -> RemoteCopy:
     """Put the verified directory on the host and prove it landed by hashing it there.
 
-    Files go to `<remote_dir>/.dflashctl-upload/` first, are re-hashed on the host, and only
-    then renamed into place; files already there with the locked hash are not sent again; the
-    lock goes last; a final `sha256sum` of the placed files is the proof.
+    Files the host already has with the locked hash are not sent again. The others go to
+    `<remote_dir>/.dflashctl-download/`, are re-hashed on the host and only then renamed into
+    place (a file that arrived different is deleted there and nothing is placed); the lock
+    goes last; a final `sha256sum` of every locked file on the host is the proof.
     """
     lock = read_lock(local_dir)
     if lock is None:
@@ -898,52 +932,48 @@ def push_to_host(ops: RemoteOps, local_dir: Path, remote_dir: str) -> RemoteCopy
     files: dict[str, str] = dict(lock["files"])
     base = remote_dir.rstrip("/") or "/"
     staging = f"{base}/{STAGING_NAME}"
+    finals = {n: f"{base}/{n}" for n in sorted(files)}
 
-    def check(rc: int, err: str, what: str) -> None:
-        if rc != 0:
-            raise RemoteError(
-                f"{ops.host}: {what} failed (exit {rc}): {err.strip()[:200]}",
-                f"check that {base} is writable on {ops.host}",
-            )
-
-    rc, _, err = ops.run(["mkdir", "-p", "--", staging])
-    check(rc, err, f"mkdir {staging}")
-    present = _remote_hashes(ops, [f"{base}/{n}" for n in files])
-    todo = [n for n in sorted(files) if present.get(f"{base}/{n}") != files[n]]
-    for name in todo:
-        if "/" in name:
-            rc, _, err = ops.run(["mkdir", "-p", "--", f"{staging}/{name.rsplit('/', 1)[0]}"])
-            check(rc, err, "mkdir")
-        ops.upload(local_dir / name, f"{staging}/{name}")
-    staged = _remote_hashes(ops, [f"{staging}/{n}" for n in todo])
-    bad = [n for n in todo if staged.get(f"{staging}/{n}") != files[n]]
-    if bad:
-        ops.run(["rm", "-f", "--", *[f"{staging}/{n}" for n in bad]])
+    rc, out, err = ops.run(["sh", "-c", _PRESENT_SH, "sh", staging, *finals.values()])
+    if rc != 0:
         raise RemoteError(
-            f"{ops.host}: {bad[0]} arrived with other bytes than were sent "
-            f"({_short(staged.get(f'{staging}/{bad[0]}'))} vs {_short(files[bad[0]])}); "
-            "nothing was put in place",
+            f"{ops.host}: cannot create {staging}: {err.strip()[:200]}",
+            f"check that {base} is writable on {ops.host}",
+        )
+    present = _parse_sums(out)
+    todo = [n for n in finals if present.get(finals[n]) != files[n]]
+    for name in todo:
+        ops.upload(local_dir / name, f"{staging}/{name}")
+    lock_sha = hash_file(local_dir / LOCK_NAME).sha256
+    ops.upload(local_dir / LOCK_NAME, f"{staging}/{LOCK_NAME}")
+    moves = [(files[n], f"{staging}/{n}", finals[n]) for n in todo]
+    moves.append((lock_sha, f"{staging}/{LOCK_NAME}", f"{base}/{LOCK_NAME}"))
+    args = [a for triple in moves for a in triple]
+    rc, out, err = ops.run(
+        ["sh", "-c", _PLACE_SH, "sh", staging, str(len(moves)), *args, *finals.values()]
+    )
+    if rc == 3:
+        line = next((ln for ln in out.splitlines() if ln.startswith("BAD ")), "BAD ? ?")
+        _, got, staged = [*line.split(" ", 2), "?", "?"][:3]
+        name = staged.rsplit(f"{STAGING_NAME}/", 1)[-1]
+        raise RemoteError(
+            f"{ops.host}: {name} arrived with other bytes than were sent "
+            f"({_short(got)} vs {_short(files.get(name, lock_sha))}); nothing was put in place",
             "run fetch --host again; if it repeats, check the host's disk",
         )
-    for name in todo:
-        final = f"{base}/{name}"
-        if "/" in name:
-            rc, _, err = ops.run(["mkdir", "-p", "--", final.rsplit("/", 1)[0]])
-            check(rc, err, "mkdir")
-        rc, _, err = ops.run(["mv", "-f", "--", f"{staging}/{name}", final])
-        check(rc, err, f"mv {name}")
-    ops.upload(local_dir / LOCK_NAME, f"{staging}/{LOCK_NAME}")
-    rc, _, err = ops.run(["mv", "-f", "--", f"{staging}/{LOCK_NAME}", f"{base}/{LOCK_NAME}"])
-    check(rc, err, "mv lock")
-    ops.run(["rmdir", "--", staging])
-    final_hashes = _remote_hashes(ops, [f"{base}/{n}" for n in files])
-    wrong = [n for n in files if final_hashes.get(f"{base}/{n}") != files[n]]
+    if rc != 0:
+        raise RemoteError(
+            f"{ops.host}: placing the files in {base} failed (exit {rc}): {err.strip()[:200]}",
+            f"check that {base} is writable on {ops.host}",
+        )
+    final_hashes = _parse_sums(out)
+    wrong = [n for n in finals if final_hashes.get(finals[n]) != files[n]]
     if wrong:
         raise RemoteError(
             f"{ops.host}: {wrong[0]} in {base} does not hash to the lock after the copy",
             "something else is writing there; check the directory on the host",
         )
-    return RemoteCopy(ops.host, base, todo, {n: final_hashes[f"{base}/{n}"] for n in sorted(files)})
+    return RemoteCopy(ops.host, base, todo, {n: final_hashes[finals[n]] for n in finals})
 
 
 # ---- the command ------------------------------------------------------------------------------

@@ -603,8 +603,9 @@ class TestHost:
         assert "--remote-dir needs --host" in err
 
     class LocalStandIn:
-        """Stand-in for the SSH layer (dflashctl/remote.py, not written yet): the same two
-        operations, run on this machine. `corrupt` flips a byte of what it uploads."""
+        """The SSH layer's two operations (upload, run) done on this machine, for what a real
+        host will not do on demand: `corrupt` flips a byte of every upload, as a bad disk or
+        a broken transfer would. test_fetch_host.py runs the real layer against a real sshd."""
 
         host = "stand-in"
 
