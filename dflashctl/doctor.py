@@ -291,10 +291,16 @@ def choose_python(
 
 
 def gather_facts(
-    probe: Probe, python: str, *, ports: list[int], paths: list[str], hub_timeout: float
+    probe: Probe,
+    python: str,
+    *,
+    ports: list[int],
+    paths: list[str],
+    hub_timeout: float,
+    k_norm: str | None = None,
 ) -> dict[str, Any]:
     """One run of doctor_facts.py with `python` on the probe's host: a JSON object."""
-    args = {"ports": ports, "paths": paths, "hub": {"timeout": hub_timeout}}
+    args = {"ports": ports, "paths": paths, "hub": {"timeout": hub_timeout}, "k_norm": k_norm}
     source = FACTS_SOURCE.read_text(encoding="utf-8")
     res = probe.run([python, "-c", source, json.dumps(args)], timeout=hub_timeout + 60)
     if res.rc is None:
@@ -885,6 +891,17 @@ def _row_drafter(
         rows.add("drafter", "drafter config", "ok", found)
 
 
+def _remote_k_norm(raw: Any) -> dcat.KNormFacts | None:
+    """The k_norm weights doctor_facts.py read on a remote host, when it could."""
+    if not isinstance(raw, dict) or "error" in raw or not isinstance(raw.get("layers"), dict):
+        return None
+    try:
+        layers = {int(k): tuple(float(x) for x in v) for k, v in raw["layers"].items()}
+    except (TypeError, ValueError):
+        return None
+    return dcat.KNormFacts(layers, raw.get("dtype"), tuple(raw.get("files") or ()))
+
+
 def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
     """Gather the facts, judge them, return the rows. Bad options: `UsageError` (exit 2)."""
     if opts.engine is not None and opts.engine not in ENGINES:
@@ -914,7 +931,16 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         if opts.port
         else sorted({DEFAULT_PORT[e] for e in ([engine] if engine else ENGINES)})
     )
-    facts = gather_facts(probe, python, ports=ports, paths=paths, hub_timeout=opts.hub_timeout)
+    # On a remote host the k_norm weights are read there (only those tensors' bytes).
+    remote_k_norm = opts.drafter if (opts.drafter and not probe.is_local) else None
+    facts = gather_facts(
+        probe,
+        python,
+        ports=ports,
+        paths=paths,
+        hub_timeout=opts.hub_timeout,
+        k_norm=remote_k_norm,
+    )
     dists = {dcat.normalize_dist(k): str(v) for k, v in (facts.get("distributions") or {}).items()}
     if engine is None:
         engine = auto_engine(dists) or "local"
@@ -939,6 +965,7 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         num_target_layers=n_target,
         env=facts.get("env") or {},
         distributions=dists,
+        k_norm=_remote_k_norm(facts.get("k_norm")),
     )
     build = dcat.infer_build(dfacts)
     runner, runner_why = dcat.infer_runner(dfacts, build)

@@ -6,8 +6,10 @@ from stdout. So it must run on any Python >= 3.8 with nothing installed, import 
 (no torch: the torch CUDA build is read from `torch/version.py`), never print a secret (the Hugging
 Face token is reported as present or absent, with where it came from) and never change anything.
 
-ARGS_JSON: {"ports": [int], "paths": [str], "hub": {"timeout": float}|null}; the path
-"@hub-cache" stands for the Hugging Face hub cache directory of this host.
+ARGS_JSON: {"ports": [int], "paths": [str], "hub": {"timeout": float}|null, "k_norm": str|null};
+the path "@hub-cache" stands for the Hugging Face hub cache directory of this host; "k_norm" is a
+drafter directory whose `layers.N.self_attn.k_norm.weight` tensors are read (only their bytes,
+from the safetensors header's offsets) for hosts where dflashctl itself does not run.
 """
 
 import contextlib
@@ -19,6 +21,7 @@ import platform
 import re
 import shutil
 import socket
+import struct
 import sys
 import time
 import urllib.error
@@ -39,6 +42,9 @@ ENGINE_PATTERNS = (
     ("dflashctl", re.compile(r"(^|[\s/])dflashctl\s+serve(\s|$)|\bdflashctl\.engine\b")),
 )
 MAX_WALK_FILES = 20000
+KNORM_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.self_attn\.k_norm\.weight$")
+MAX_HEADER = 100000000
+MAX_KNORM = 65536
 
 
 def norm(name):
@@ -217,6 +223,53 @@ def hub_facts(timeout):
     return info
 
 
+def _decode(raw, dtype):
+    n = len(raw) // 2
+    if dtype == "BF16":
+        halves = struct.unpack(f"<{n}H", raw[: 2 * n])
+        return [struct.unpack("<f", struct.pack("<I", h << 16))[0] for h in halves]
+    if dtype == "F16":
+        return list(struct.unpack(f"<{n}e", raw[: 2 * n]))
+    if dtype == "F32":
+        return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    raise ValueError("k_norm weights in " + dtype + " are not read here")
+
+
+def k_norm_facts(directory):
+    """{"dtype", "layers": {index: [values]}, "files"} or {"error": why}."""
+    try:
+        index = os.path.join(directory, "model.safetensors.index.json")
+        if os.path.isfile(index):
+            with open(index, encoding="utf-8") as f:
+                weight_map = json.load(f)["weight_map"]
+            files = sorted({v for k, v in weight_map.items() if KNORM_RE.search(k)})
+        elif os.path.isfile(os.path.join(directory, "model.safetensors")):
+            files = ["model.safetensors"]
+        else:
+            files = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))[:1]
+        layers, dtypes = {}, set()
+        for name in files:
+            path = os.path.join(directory, os.path.basename(name))
+            with open(path, "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                if n > MAX_HEADER:
+                    raise ValueError(path + ": safetensors header too large")
+                header = json.loads(f.read(n))
+                for tensor, info in sorted(header.items()):
+                    m = KNORM_RE.search(tensor)
+                    if not m or not isinstance(info, dict):
+                        continue
+                    begin, end = info["data_offsets"]
+                    if end - begin > 4 * MAX_KNORM or end < begin:
+                        raise ValueError(tensor + ": too large for a k_norm weight")
+                    f.seek(8 + n + begin)
+                    layers[m.group(1)] = _decode(f.read(end - begin), info["dtype"])
+                    dtypes.add(info["dtype"])
+        return {"dtype": "/".join(sorted(dtypes)) or None, "layers": layers, "files": files}
+    except Exception as e:
+        return {"error": type(e).__name__ + ": " + str(e)}
+
+
 def main():
     args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     facts = {
@@ -233,6 +286,7 @@ def main():
         "ports": [port_facts(int(p)) for p in args.get("ports", [])],
         "paths": [path_facts(p) for p in args.get("paths", [])],
         "hub": hub_facts(float(args["hub"]["timeout"])) if args.get("hub") else None,
+        "k_norm": k_norm_facts(args["k_norm"]) if args.get("k_norm") else None,
     }
     sys.stdout.write(json.dumps(facts))
 
