@@ -367,6 +367,13 @@ def read_lock(directory: Path) -> dict[str, Any] | None:
             f"{path}: not a dflashctl lock (needs repo, revision and files {{name: sha256}})",
             "move it away, then run fetch again to write a new one",
         )
+    for name in files:
+        parts = name.split("/")
+        if name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts):
+            raise InputError(
+                f"{path}: file name {name!r} is not a plain path inside the directory",
+                "move the lock away, then run fetch again to write a new one",
+            )
     return lock
 
 

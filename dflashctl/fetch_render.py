@@ -16,11 +16,13 @@ from rich.progress import (
     DownloadColumn,
     Progress,
     SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from dflashctl.console import err, out, styled
 from dflashctl.render import fmt
@@ -50,6 +52,18 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+class _Bytes(DownloadColumn):
+    """Byte counts only on lines that count bytes (a step line has no total)."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.total is not None else Text("")
+
+
+class _Speed(TransferSpeedColumn):
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.total is not None else Text("")
+
+
 class RichFetchProgress:
     """`fetch.FetchProgress` drawn with rich on stderr: a step line, bytes, hashing."""
 
@@ -58,8 +72,8 @@ class RichFetchProgress:
             SpinnerColumn(),
             TextColumn("{task.description}"),
             BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
+            _Bytes(),
+            _Speed(),
             console=err,
             transient=True,
         )

@@ -320,6 +320,28 @@ class TestPinned:
         assert "accepted" in out and "differs from the registry's pin" in out
         assert f"unpinned: main was at {hub.c2}" in out
 
+    @pytest.mark.parametrize(
+        ("lock", "needle"),
+        [
+            ('{"repo": "x", "revision"', "truncated JSON"),
+            ('{"repo": "x"}', "not a dflashctl lock"),
+            (
+                json.dumps({"repo": REPO, "revision": "a" * 40, "files": {"../victim": "0" * 64}}),
+                "'../victim' is not a plain path inside the directory",
+            ),
+        ],
+        ids=["truncated", "not-ours", "escapes-the-directory"],
+    )
+    def test_a_broken_lock_is_a_one_line_error(
+        self, hub, monkeypatch, capsys, tmp_path, lock, needle
+    ):
+        dest = tmp_path / "drafter"
+        dest.mkdir()
+        (dest / LOCK_NAME).write_text(lock)
+        err = one_line_error(*fetch(monkeypatch, capsys, "tiny-dflash", "--dir", str(dest)))
+        assert needle in err
+        assert listing(dest) == [LOCK_NAME] and hub.server.requests == []
+
     def test_a_reupload_under_the_same_name_is_caught_by_the_pin(
         self, hub, monkeypatch, capsys, tmp_path
     ):
