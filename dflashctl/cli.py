@@ -17,7 +17,7 @@ import typer
 
 from dflashctl import __version__
 from dflashctl.console import emit_json, error
-from dflashctl.errors import DflashError, NotBuiltError, UsageError
+from dflashctl.errors import DflashError, UsageError
 
 app = typer.Typer(
     name="dflashctl",
@@ -545,12 +545,76 @@ def metrics(
 
 
 @app.command()
-def demo(json_out: JsonOpt = False) -> None:
-    """Run the whole pipeline on the embedded demo pair, then replay the field story."""
-    raise NotBuiltError(
-        "`dflashctl demo` is not built yet: the demo pair and the bundled engine are missing",
-        "for now try: dflashctl verify-config --help",
+def run(
+    playbook: Annotated[str, typer.Argument(help="Playbook file, or a bundled playbook's name.")],
+    teardown: Annotated[
+        bool, typer.Option("--teardown", help="Stop the servers this run started at the end.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print every command on every host; run nothing.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run a playbook end to end: fetch, verify-config, serve, smoke, metrics, per host.
+
+    A host stops at its first failing step. Servers stay up unless --teardown.
+
+    Examples:
+      dflashctl run playbooks/demo.yaml --teardown
+      dflashctl run playbooks/vllm-2xa100-tp2.yaml --dry-run
+    """
+    from dflashctl.errors import UsageError
+    from dflashctl.pipeline import run_playbook
+    from dflashctl.pipeline_render import render_run, step_line
+    from dflashctl.playbook import find_playbook
+
+    path = find_playbook(playbook)
+    if path is None:
+        raise UsageError(f"{playbook!r} is not a playbook file or a bundled playbook name")
+    report = run_playbook(
+        path, teardown=teardown, dry_run=dry_run, on_step=None if json_out else step_line
     )
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        render_run(report)
+    if report.could_not_run:
+        raise typer.Exit(2)
+    _exit_for(report.ok)
+
+
+@app.command()
+def demo(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Only the pipeline, without the field story.")
+    ] = False,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Leave the healthy demo server running.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the whole pipeline on the embedded demo pair, then replay the field story.
+
+    The field story: a stale drafter config (shifted target_layer_ids, a mask id off by six,
+    changed layer_types) is served and collapses; verify-config names the fields; --fix
+    repairs them; served again, acceptance is healthy. Every figure is measured.
+    """
+    from dflashctl.demo import run_demo
+    from dflashctl.pipeline_render import render_demo, step_line, story_line
+
+    report = run_demo(
+        quick=quick,
+        keep=keep,
+        on_step=None if json_out else step_line,
+        on_story=None if json_out else story_line,
+    )
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        render_demo(report)
+    if report.run.could_not_run:
+        raise typer.Exit(2)
+    _exit_for(report.ok)
 
 
 @app.command()

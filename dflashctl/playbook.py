@@ -55,7 +55,15 @@ SERVE_KEYS: dict[str, str] = {
 HOST_KEYS: dict[str, str] = {"host": "str", "name": "name", **SERVE_KEYS}
 TOP_KEYS: dict[str, str] = {"name": "name", "description": "str", "hosts": "hosts"}
 # section name -> schema of its keys; `run` adds fetch/smoke/metrics sections here
-SECTIONS: dict[str, dict[str, str]] = {"serve": SERVE_KEYS}
+# the steps `dflashctl run` adds around serve (see pipeline.py)
+RUN_SECTIONS: dict[str, dict[str, str]] = {
+    "fetch": {"drafter": "str", "revision": "str", "dir": "str"},
+    "verify": {"registry": "str", "engine": "enum:local|vllm|sglang"},
+    "smoke": {"max_tokens": "posint", "min_tokens_per_s": "number", "timeout": "number",
+              "prompts": "args"},
+    "metrics": {"min_acceptance_length": "number"},
+}  # fmt: skip
+SECTIONS: dict[str, dict[str, str]] = {"serve": SERVE_KEYS, **RUN_SECTIONS}
 
 WORDS = {
     "str": "a non-empty string",
