@@ -210,10 +210,12 @@ def speculative_tokens(host: Host, drafter: str) -> tuple[int | None, str | None
             return r.block_size - 1, f"{host.where(drafter)}/config.json {r.block_size_source}"
     from dflashctl.registry import find_entry
 
-    with contextlib.suppress(DflashError):
-        entry = find_entry(drafter)
-        if entry is not None and entry.block_size:
-            return entry.block_size - 1, f"registry entry {entry.name}"
+    base = posixpath.basename(drafter.rstrip("/"))
+    for key, how in ((drafter, ""), (base, f" (matched by the directory name {base})")):
+        with contextlib.suppress(DflashError):
+            entry = find_entry(key) if key else None
+            if entry is not None and entry.block_size:
+                return entry.block_size - 1, f"registry entry {entry.name}{how}"
     return None, None
 
 

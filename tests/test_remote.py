@@ -1,0 +1,232 @@
+"""The SSH layer against a real OpenSSH sshd on 127.0.0.1 (sshd_fixture.py).
+
+Host keys (unknown, accepted, changed), authentication, quoting of hostile arguments, SFTP ranged
+reads and atomic writes, detached processes and their identity, ProxyJump, a dropped connection,
+and following a remote log through rotation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+from sshd_fixture import Sshd, free_port, keygen, sshd_server
+
+from dflashctl.errors import HostKeyError, InputError, RemoteError
+from dflashctl.remote import ROTATED, TRUNCATED, SSHHost, SSHOptions, parse_spec, resolve
+
+pytestmark = pytest.mark.ssh
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    yield from sshd_server(tmp_path_factory)
+
+
+@pytest.fixture
+def opts(sshd, monkeypatch) -> SSHOptions:
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
+    return SSHOptions()
+
+
+@pytest.fixture
+def host(opts):
+    with SSHHost.connect("testhost", opts) as h:
+        yield h
+
+
+def test_parse_spec():
+    assert parse_spec("alice@10.0.0.5:2222") == ("alice", "10.0.0.5", 2222)
+    assert parse_spec("gpu1") == (None, "gpu1", None)
+    assert parse_spec("bob@[::1]:22") == ("bob", "::1", 22)
+    with pytest.raises(InputError):
+        parse_spec("a b")
+    with pytest.raises(InputError):
+        parse_spec("host:99999")
+
+
+def test_ssh_config_alias_is_honoured(sshd, opts):
+    t = resolve("testhost", opts)
+    assert (t.hostname, t.port, t.user) == ("127.0.0.1", sshd.port, sshd.user)
+    assert t.identity_files == [str(sshd.client_key)] and t.identities_only
+    assert t.known_hosts == [str(sshd.known_hosts)]
+    # an explicit user@host:port wins over the alias's own values
+    assert resolve(f"nobody@testhost:{sshd.port + 1}", opts).user == "nobody"
+
+
+def test_hostile_arguments_arrive_intact_and_run_nothing(host, tmp_path):
+    pwned = tmp_path / "PWNED"
+    args = ["a b", "it's", '"dq"', f";touch {pwned}", f"$(touch {pwned})", "`id`", "\\n", "*"]
+    res = host.run(["printf", "%s\\n", *args])
+    assert res.stdout.splitlines() == args
+    assert not pwned.exists()
+
+
+def test_command_timeout(host):
+    t0 = time.monotonic()
+    with pytest.raises(RemoteError, match=r"timed out after 0\.5 s"):
+        host.sh("sleep 5", timeout=0.5)
+    assert time.monotonic() - t0 < 3
+
+
+def test_unknown_host_key_is_refused_then_accepted(sshd, tmp_path, monkeypatch):
+    known = tmp_path / "known_hosts"  # empty: the host is unknown
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(sshd.ssh_config.read_text().replace(str(sshd.known_hosts), str(known)))
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(cfg))
+    with pytest.raises(HostKeyError) as info:
+        SSHHost.connect("testhost", SSHOptions())
+    assert "not in known_hosts" in info.value.message
+    assert "ssh-ed25519 SHA256:" in info.value.message
+    assert "--accept-new-host-key" in (info.value.hint or "")
+    assert not known.exists()
+    with SSHHost.connect("testhost", SSHOptions(accept_new_host_key=True)) as h:
+        assert h.sh("echo ok").stdout.strip() == "ok"
+    assert f"[127.0.0.1]:{sshd.port} ssh-ed25519 " in known.read_text()
+    with SSHHost.connect("testhost", SSHOptions()) as h:  # now known: no flag needed
+        assert h.sh("echo ok").rc == 0
+
+
+def test_changed_host_key_is_refused_even_when_accepting_new(sshd, tmp_path, monkeypatch):
+    keygen(tmp_path / "other")
+    kind, b64 = (tmp_path / "other.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {kind} {b64}\n")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(sshd.ssh_config.read_text().replace(str(sshd.known_hosts), str(known)))
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(cfg))
+    with pytest.raises(HostKeyError, match="has CHANGED") as info:
+        SSHHost.connect("testhost", SSHOptions(accept_new_host_key=True))
+    assert "ssh-keygen -R" in (info.value.hint or "")
+
+
+def test_wrong_key_and_closed_port(sshd, tmp_path, monkeypatch):
+    keygen(tmp_path / "stranger")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        sshd.ssh_config.read_text().replace(str(sshd.client_key), str(tmp_path / "stranger"))
+    )
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(cfg))
+    with pytest.raises(RemoteError, match="authentication failed"):
+        SSHHost.connect("testhost", SSHOptions())
+    with pytest.raises(RemoteError, match="connection refused"):
+        SSHHost.connect(f"127.0.0.1:{free_port()}", SSHOptions())
+
+
+def test_sftp_ranges_and_atomic_writes(host, tmp_path):
+    f = tmp_path / "data.log"
+    f.write_bytes(b"".join(b"line %06d\n" % i for i in range(20000)))  # 240 kB
+    size = f.stat().st_size
+    st = host.stat(str(f))
+    assert st is not None and st.size == size
+    assert host.read_range(str(f), 12, 12) == b"line 000001\n"
+    assert host.tail_bytes(str(f), 12) == b"line 019999\n"
+    assert b"".join(host.iter_file(str(f), chunk=65536)) == f.read_bytes()
+    assert host.stat(str(tmp_path / "nope")) is None
+    with pytest.raises(InputError, match="no such file"):
+        host.read_file(str(tmp_path / "nope"))
+    target = tmp_path / "sub" / "out.json"
+    host.makedirs(str(target.parent))
+    host.write_file(str(target), b'{"a": 1}\n', 0o600)
+    assert target.read_bytes() == b'{"a": 1}\n' and (target.stat().st_mode & 0o777) == 0o600
+    assert host.listdir(str(target.parent)) == ["out.json"]
+    assert host.is_dir(str(tmp_path)) and not host.is_dir(str(target))
+
+
+def test_detached_process_identity_and_group_kill(host, tmp_path):
+    pid = host.start_detached(
+        ["sh", "-c", "echo started; sleep 60 & sleep 60"],
+        cwd=str(tmp_path),
+        log=str(tmp_path / "bg.log"),
+        env={"GREETING": "hi there"},
+    )
+    info = host.proc(pid)
+    assert info is not None and info.pgid == pid and info.sid == pid  # its own session
+    assert "sleep 60" in info.cmdline
+    assert not host.signal_group(pid, "TERM", starttime=info.starttime + 1)  # not ours
+    assert host.proc(pid) is not None
+    assert host.signal_group(pid, "TERM", starttime=info.starttime)
+    deadline = time.monotonic() + 5
+    while host.proc(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host.proc(pid) is None
+    assert (tmp_path / "bg.log").read_text().startswith("started")
+
+
+def test_secrets_travel_on_stdin(host, tmp_path):
+    pid = host.start_detached(
+        ["sh", "-c", 'echo "token=$HF_TOKEN"'],
+        cwd=str(tmp_path),
+        log=str(tmp_path / "s.log"),
+        secret_env={"HF_TOKEN": "hf_s3cret value"},
+    )
+    deadline = time.monotonic() + 5
+    while "token=" not in (tmp_path / "s.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "s.log").read_text().strip() == "token=hf_s3cret value"
+    assert host.proc(pid) is None
+
+
+def test_port_holder_and_http_through_the_connection(host):
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        holder = host.port_holder(port)
+        assert holder is not None and holder.pid == os.getpid()
+        reply = host.http_get("0.0.0.0", port, "/")
+        assert reply is not None and reply.status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert host.port_holder(port) is None
+    assert host.http_get("127.0.0.1", port, "/") is None  # nothing listens: refused
+
+
+def test_proxy_jump(sshd, opts):
+    with SSHHost.connect("jumped", opts) as h:
+        assert h.sh("echo via-jump").stdout.strip() == "via-jump"
+        assert len(h._jumps) == 1
+
+
+def test_a_dropped_connection_is_reopened(sshd, host):
+    assert host.sh("echo one").stdout.strip() == "one"
+    for pid in sshd.children():  # drop every open connection on the server side
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.3)
+    assert host.sh("echo two").stdout.strip() == "two"  # reconnected once, transparently
+    assert host.proc(os.getpid()) is not None
+
+
+def test_follow_a_remote_log_through_rotation(host, tmp_path):
+    log = tmp_path / "f.log"
+    log.write_text("old 1\n")
+    got: list[object] = []
+    deadline = time.monotonic() + 30
+
+    def text() -> str:
+        return "".join(x.decode() for x in got if isinstance(x, bytes))
+
+    def rotate() -> None:
+        log.rename(tmp_path / "f.log.1")
+        log.write_text("new 1\n")
+
+    # each step once the follower has shown what came before it
+    steps = [
+        ("old 1\n", lambda: log.open("a").write("old 2\n")),
+        ("old 2\n", rotate),
+        ("new 1\n", lambda: log.open("a").write("new 2\n")),
+    ]
+    stop = lambda: time.monotonic() > deadline or text().endswith("new 2\n")  # noqa: E731
+    for item in host.follow(str(log), poll=0.1, should_stop=stop):
+        got.append(item)
+        if steps and text().endswith(steps[0][0]):
+            steps.pop(0)[1]()
+    assert text() == "old 1\nold 2\nnew 1\nnew 2\n"
+    assert ROTATED in got or TRUNCATED in got
