@@ -36,14 +36,15 @@ def _f(x: float | None, fmt: str) -> str:
     return "-" if x is None else fmt.format(x)
 
 
-def requests_table(report: SmokeReport) -> Table:
+def requests_table(report: SmokeReport, width: int = 100) -> Table:
+    n = max(12, min(EXCERPT, width - 60))  # the answer column takes what the figures leave
     t = Table(title="Requests", title_justify="left", show_edge=False, pad_edge=False)
-    t.add_column("prompt", no_wrap=True, min_width=8)
-    t.add_column("answer (first characters)", no_wrap=True, max_width=EXCERPT + 2, ratio=1)
-    t.add_column("tokens", justify="right", no_wrap=True, min_width=6)
-    t.add_column("finish", no_wrap=True, min_width=6)
-    t.add_column("TTFT", justify="right", no_wrap=True, min_width=6)
-    t.add_column("decode", justify="right", no_wrap=True, min_width=11)
+    t.add_column("prompt", no_wrap=True)
+    t.add_column("answer (first characters)", no_wrap=True, max_width=n + 2)
+    t.add_column("tokens", justify="right", no_wrap=True)
+    t.add_column("finish", no_wrap=True)
+    t.add_column("TTFT", justify="right", no_wrap=True)
+    t.add_column("decode", justify="right", no_wrap=True)
     for c in report.completions:
         if not c.ok:
             t.add_row(c.prompt_id, "[red]no answer[/red]", "-", "-", "-", "-")
@@ -51,7 +52,7 @@ def requests_table(report: SmokeReport) -> Table:
         field = "" if c.content else f"[dim]({c.reasoning_field})[/dim] "
         t.add_row(
             c.prompt_id,
-            field + escape(excerpt(c.text)),
+            field + escape(excerpt(c.text, n)),
             _f(c.completion_tokens, "{}"),
             c.finish_reason or "-",
             _f(c.ttft_s, "{:.2f} s"),
@@ -88,7 +89,7 @@ def render_smoke(report: SmokeReport, console: Console = out) -> None:
         console.print(escape(printable(first.text[:FIRST])), soft_wrap=True, style="cyan")
     if report.completions:
         console.print()
-        console.print(requests_table(report))
+        console.print(requests_table(report, console.width))
         parts = []
         if report.ttft_s is not None:
             parts.append(f"TTFT median {report.ttft_s:.2f} s")

@@ -350,14 +350,10 @@ def _run(
             if not c.ok:
                 say(f"✗ {p.id}: {c.error}")
                 rest = prompts[len(report.completions) :]
-                if rest:
-                    checks.append(
-                        ck.Check(
-                            "http",
-                            ck.SKIP,
-                            "not sent after the failure above: " + ", ".join(r.id for r in rest),
-                        )
-                    )
+                checks.extend(
+                    ck.Check("http", ck.SKIP, "not sent after the failure above", r.id)
+                    for r in rest
+                )
                 break
             tps = c.decode_tokens_per_s
             say(
