@@ -47,6 +47,26 @@ class SpecStats:
     def mean_acceptance_length(self) -> float:
         return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else 0.0
 
+    def copy(self) -> SpecStats:
+        return SpecStats(
+            self.num_drafts,
+            self.num_draft_tokens,
+            self.num_accepted_tokens,
+            list(self.accepted_per_pos),
+        )
+
+    def since(self, before: SpecStats) -> SpecStats:
+        """The drafts observed after `before` (a copy taken earlier from these same stats)."""
+        per_pos = list(self.accepted_per_pos)
+        for i, n in enumerate(before.accepted_per_pos):
+            per_pos[i] -= n
+        return SpecStats(
+            self.num_drafts - before.num_drafts,
+            self.num_draft_tokens - before.num_draft_tokens,
+            self.num_accepted_tokens - before.num_accepted_tokens,
+            per_pos,
+        )
+
 
 @dataclass
 class Generation:
@@ -100,7 +120,6 @@ class Engine:
         with torch.device("meta"):
             target = Qwen3(args)
         load_into(target, read_state(target_dir), rename={"model.": ""}, dtype=dtype, device=device)
-        _materialize_rope(target, args.head_dim, args.max_position_embeddings, args.rope_theta)
         drafter = None
         k = 0
         if drafter_dir is not None:
@@ -121,12 +140,17 @@ class Engine:
                 dtype=dtype,
                 device=device,
             )
-            _materialize_rope(
-                drafter, d_args.head_dim, d_args.max_position_embeddings, d_args.rope_theta
-            )
             k = d_args.block_size - 1
         eos = generation_eos(target_dir) or args.eos_token_ids
-        max_len = min(max_model_len, args.max_position_embeddings - k - 1)
+        # the context vLLM allows; the RoPE tables of both models also cover the K verify
+        # positions past it (their tokens are never committed), whatever the drafter's
+        # max_position_embeddings says
+        max_len = min(max_model_len, args.max_position_embeddings)
+        _materialize_rope(target, args.head_dim, max_len + k + 1, args.rope_theta)
+        if drafter is not None:
+            _materialize_rope(
+                drafter, drafter.args.head_dim, max_len + k + 1, drafter.args.rope_theta
+            )
         return cls(target.eval(), drafter, ChatTokenizer(target_dir), eos, max_len, k)
 
     # -- steps ------------------------------------------------------------------------------

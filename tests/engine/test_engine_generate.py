@@ -150,7 +150,7 @@ def test_stream_chunks_are_the_committed_steps(oracle, plain) -> None:
     oracle.truth = plain.generate(ids, 50).tokens
     oracle.prompt_len, oracle.cuts, oracle.used = len(ids), itertools.cycle([1, oracle.k]), []
     chunks = list(oracle.stream(ids, 30))
-    assert sum(chunks, []) == oracle.truth[:30]
+    assert [t for c in chunks for t in c] == oracle.truth[:30]
     assert len(chunks[0]) == 1  # the prefill's token
     assert [len(c) for c in chunks[1:-1]] == [c + 1 for c in oracle.used[: len(chunks) - 2]]
 
@@ -164,6 +164,19 @@ def test_context_limit_and_empty_prompt(spec) -> None:
     spec.eos_ids = set()
     got = spec.generate([1] * 200, spec.max_model_len - 200)
     assert len(got.tokens) == spec.max_model_len - 200
+
+
+def test_short_drafter_rope_table_at_the_context_limit(pair, plain, tmp_path: Path) -> None:
+    """A drafter config with a smaller max_position_embeddings than the target's still drafts
+    up to the target's context (RoPE is defined at every position; vLLM serves the target's
+    max_model_len); the last verify steps reach K positions past the limit."""
+    write_drafter(tmp_path / "d", seed=6, max_position_embeddings=64)
+    spec = Engine.load(pair[0], tmp_path / "d", max_model_len=256)
+    assert spec.max_model_len == 256
+    spec.eos_ids = plain.eos_ids = set()
+    ids = prompts()[2]
+    got = spec.generate(ids, 256 - len(ids))
+    assert got.tokens == plain.generate(ids, 256 - len(ids)).tokens
 
 
 @pytest.mark.skipif(not (DEMO / "drafter").exists(), reason="the embedded demo pair is not built")
