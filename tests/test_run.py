@@ -1,0 +1,108 @@
+"""`dflashctl run PLAYBOOK` and `dflashctl demo`: the real CLI, the real bundled engine on
+127.0.0.1, real playbook files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.serve_util import run_json, run_main, stop_all  # noqa: F401
+from tests.smoke_pair import write_tiny_pair
+
+ASSETS = Path(__file__).resolve().parent.parent / "dflashctl" / "assets" / "demo"
+
+
+def _playbook(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "book.yaml"
+    path.write_text(body)
+    return path
+
+
+@pytest.fixture
+def tiny_book(tmp_path: Path) -> Path:
+    target, drafter = write_tiny_pair(tmp_path / "pair")
+    from tests.vllm_harness import free_port
+
+    return _playbook(
+        tmp_path,
+        f"""name: tiny
+hosts: [local]
+serve:
+  engine: local
+  model: {target}
+  drafter: {drafter}
+  port: {free_port()}
+  extra_args: [--log-interval, "1"]
+smoke:
+  max_tokens: 24
+""",
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent, this test process, to reap it is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_run_random_pair_stops_at_smoke_and_tears_down(
+    tiny_book: Path,
+    monkeypatch,
+    capsys,
+    stop_all,  # noqa: F811
+) -> None:
+    code, data, _ = run_json(monkeypatch, capsys, "run", str(tiny_book), "--teardown")
+    assert code == 1
+    host = data["hosts"][0]
+    steps = {s["step"]: s["status"] for s in host["steps"]}
+    assert steps["fetch"] == "skip"
+    assert steps["verify-config"] == "ok"
+    assert steps["serve"] == "ok"
+    assert steps["smoke"] == "fail"  # a random drafter accepts nothing; its text is noise
+    assert "metrics" not in steps  # stops at the first failing step
+    assert host["ready_s"] > 0
+    assert host["torn_down"] and not _alive(host["pid"])
+
+
+def test_run_dry_run_prints_the_command(tiny_book: Path, monkeypatch, capsys) -> None:
+    code, out, _ = run_main(monkeypatch, capsys, "run", str(tiny_book), "--dry-run")
+    assert code == 0
+    assert "dflashctl.engine.server" in out and "--drafter" in out
+
+
+def test_run_unknown_section_key_is_exit_2_with_file_and_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    book = _playbook(tmp_path, "name: x\nhosts: [local]\nsmoke:\n  max_tokenz: 3\n")
+    code, _, err = run_main(monkeypatch, capsys, "run", str(book))
+    assert code == 2
+    assert f"{book}:4" in err and "max_tokenz" in err
+    assert "Traceback" not in err
+
+
+def test_run_missing_playbook_is_exit_2(monkeypatch, capsys) -> None:
+    code, _, err = run_main(monkeypatch, capsys, "run", "no-such-playbook")
+    assert code == 2 and "not a playbook" in err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ASSETS / "drafter" / "config.json").exists(), reason="demo pair not built")
+def test_demo_field_story(monkeypatch, capsys, stop_all) -> None:  # noqa: F811
+    code, data, _ = run_json(monkeypatch, capsys, "demo")
+    story = {s["step"]: s for s in data["field_story"]}
+    assert data["run"]["ok"], data["run"]
+    healthy = data["run"]["hosts"][0]["mean_acceptance_length"]
+    stale = story["serve the stale drafter"]["figures"]["mean_acceptance_length"]
+    fixed = story["serve the fixed drafter"]["figures"]["mean_acceptance_length"]
+    assert stale <= 1.3 < healthy
+    assert story["serve the stale drafter"]["ok"]  # the collapse alarm was raised
+    assert story["verify-config"]["ok"]
+    for name in ("mask_token_id", "target_layer_ids", "layer_types"):
+        assert name in story["verify-config"]["summary"]
+    assert story["verify-config --fix"]["ok"]
+    assert fixed == pytest.approx(healthy, rel=0.15)
+    assert code == 0
