@@ -1015,7 +1015,7 @@ def fetch(
             "--remote-dir needs --host", "add --host H, or use --dir for a local directory"
         )
     patterns = sorted({p.strip() for p in include if p.strip()} or set(DEFAULT_PATTERNS))
-    directory = (directory or default_directory(target.repo)).expanduser()
+    directory = (directory or default_directory(target.repo)).expanduser().absolute()
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"--dir {directory} exists and is not a directory")
     ops: RemoteOps | None = None
