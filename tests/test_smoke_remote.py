@@ -4,16 +4,19 @@ OpenSSH sshd on 127.0.0.1, through the SSH layer (dflashctl/hosts.py, remote.py)
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 from metrics_util import run_main
 from smoke_servers import COLLAPSED, FakeEngine
-
-pytest.importorskip("dflashctl.remote", reason="the SSH layer (dflashctl/remote.py) is not here")
-sshd_fixture = pytest.importorskip("sshd_fixture", reason="tests/sshd_fixture.py is not here")
-sshd = sshd_fixture.sshd
+from sshd_fixture import Sshd, sshd_server
 
 pytestmark = pytest.mark.ssh
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    yield from sshd_server(tmp_path_factory)
 
 
 def test_collapse_from_a_remote_log(sshd, monkeypatch, capsys, tmp_path):
