@@ -80,26 +80,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def check_chat_route(server: EngineServer) -> None:
-    """A known engine bug makes every chat request a 422; say so precisely instead of failing
-    each smoke assertion with a less direct message."""
-    import httpx
-
-    r = httpx.post(
-        f"{server.url}/v1/chat/completions",
-        json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1},
-        timeout=30,
-    )
-    if r.status_code == 422 and '"query","request"' in r.text.replace(" ", ""):
-        pytest.xfail(
-            "engine bug in dflashctl/engine/server.py: POST /v1/chat/completions answers 422 "
-            '{"loc":["query","request"]}: with `from __future__ import annotations` the '
-            "handlers' `request: Request` annotation is a string FastAPI cannot resolve "
-            "(Request is imported inside create_app), so FastAPI treats `request` as a query "
-            "parameter"
-        )
-
-
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EngineServer]]:
     from smoke_pair import write_tiny_pair
@@ -135,7 +115,6 @@ def row(d: dict, name: str) -> dict:
 class TestTinyRandomPair:
     def test_collapse_from_metrics_and_lossless(self, servers, monkeypatch, capsys):
         spec, plain = servers["spec"], servers["plain"]
-        check_chat_route(spec)
         code, d = smoke(
             monkeypatch, capsys, spec.url, "--max-tokens", "96", "--baseline", plain.url
         )
@@ -160,7 +139,6 @@ class TestTinyRandomPair:
 
     def test_collapse_from_the_log(self, servers, monkeypatch, capsys):
         spec = servers["spec"]
-        check_chat_route(spec)
         code, d = smoke(
             monkeypatch, capsys, spec.url, "--max-tokens", "96", "--log", str(spec.log),
             "--log-interval", LOG_INTERVAL,
@@ -173,7 +151,6 @@ class TestTinyRandomPair:
 
     def test_spec_none_server(self, servers, monkeypatch, capsys):
         plain = servers["plain"]
-        check_chat_route(plain)
         code, d = smoke(monkeypatch, capsys, plain.url, "--max-tokens", "32")
         assert code == 1
         assert row(d, "speculation")["message"].startswith("no speculation configured")
@@ -198,7 +175,6 @@ class TestDemoPair:
             str(DEMO / "drafter"), "--served-model-name", "demo",
         )  # fmt: skip
         try:
-            check_chat_route(server)
             code, d = smoke(monkeypatch, capsys, server.url, "--max-tokens", "128")
         finally:
             server.stop()
@@ -216,7 +192,6 @@ class TestDemoPair:
             "--served-model-name", "demo",
         )  # fmt: skip
         try:
-            check_chat_route(server)
             code, d = smoke(monkeypatch, capsys, server.url, "--max-tokens", "128")
         finally:
             server.stop()
