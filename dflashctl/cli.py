@@ -143,8 +143,8 @@ def fetch(
     """Download a drafter at its pinned revision, verify sha256 pins, write a lock file,
     then run verify-config on what arrived.
 
-    Exit 0 verified and healthy, 1 verify-config found a problem in what arrived, 2 could not
-    fetch (Hub error, sha256 mismatch, bad arguments).
+    Exit 0: verified, and verify-config is healthy. Exit 1: verify-config found a problem.
+    Exit 2: could not fetch (bad arguments, Hub error, sha256 mismatch, unreachable host).
 
     Examples:
       dflashctl fetch qwen3.8-27b-dflash2 --dir /models/Qwen3.8-27B-DFlash2

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dflashctl import __version__
-from dflashctl.errors import FetchError, InputError, NotBuiltError, RemoteError, UsageError
+from dflashctl.errors import (
+    FetchError,
+    InputError,
+    NotBuiltError,
+    RegistryError,
+    RemoteError,
+    UsageError,
+)
 from dflashctl.registry import HEX40, HEX64, LOCK_NAME, REPO_RE, DrafterEntry, FileSpec
 
 if TYPE_CHECKING:
@@ -404,8 +411,8 @@ def resolve_target(drafter: str, revision: str | None, *, allow_unpinned: bool) 
         if not REPO_RE.fullmatch(name):
             try:
                 registry.get_entry(name)
-            except Exception as e:  # RegistryError with close matches
-                hint = getattr(e, "hint", None)
+            except RegistryError as e:  # unknown: its hint names close matches
+                hint = e.hint
                 raise UsageError(
                     f"unknown drafter '{name}': not a registry name and not org/repo",
                     (hint + "; " if hint else "") + "or pass org/repo with --revision",
@@ -1123,6 +1130,7 @@ def _download_and_place(
 ) -> FetchReport:
     """Download what is not kept into staging, check it, move it into place, write the lock."""
     notes: list[str] = []
+    created = not directory.exists()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         staging = directory / STAGING_NAME / commit
@@ -1134,9 +1142,11 @@ def _download_and_place(
     skip = [f.name for f in kept]
     try:
         etags = _download(target.repo, commit, patterns, skip, staging, env, progress)
+    except FetchError:
+        _drop_empty_staging(directory, created)
+        raise
     except OSError as e:
-        if isinstance(e, FetchError):
-            raise
+        _drop_empty_staging(directory, created)
         raise _disk_error(e, directory) from None
     names = [n for n in _staged_files(staging) if _matches(n, patterns) and n not in skip]
     if not names and not kept:
@@ -1197,6 +1207,19 @@ def _download_and_place(
         backups=backups,
         notes=notes,
     )
+
+
+def _drop_empty_staging(directory: Path, created: bool) -> None:
+    """After a failed download: remove staging when it holds nothing to resume from, and the
+    directory too when this run created it and it is empty again."""
+    staging = directory / STAGING_NAME
+    partial = [p for p in staging.rglob("*") if p.is_file() and p.suffix != ".lock"]
+    if any(p.name.endswith(".incomplete") or ".cache" not in p.parts for p in partial):
+        return
+    shutil.rmtree(staging, ignore_errors=True)
+    if created:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 def _finish(
