@@ -503,8 +503,8 @@ def _rows_flash_attn(rows: _Rows, facts: dict[str, Any], g: GpuFacts) -> None:
             "flash-attn",
             "flash-attn",
             "error",
-            f"{' and '.join(claims)} all install the flash_attn package: the one installed "
-            "last wins",
+            f"{' and '.join(claims)} {'both' if len(claims) == 2 else 'all'} install the "
+            "flash_attn package: the one installed last wins",
             "uninstall all but one: flash-attn<3 on Ampere (SM8x), flash-attn-4 on "
             "Hopper/Blackwell (SM90+); then reinstall the one you keep",
             distributions=fa_dists,
@@ -723,7 +723,7 @@ def _row_processes(rows: _Rows, facts: dict[str, Any]) -> None:
             "processes", "engine processes", "ok", "no vLLM, SGLang or dflashctl engine running"
         )
         return
-    listed = "; ".join(f"pid {p['pid']} ({p['engine']}): {p['cmdline'][:120]}" for p in procs)
+    listed = "; ".join(f"pid {p['pid']} ({p['engine']}): {_short(p['cmdline'])}" for p in procs)
     rows.add(
         "processes",
         "engine processes",
@@ -735,17 +735,28 @@ def _row_processes(rows: _Rows, facts: dict[str, Any]) -> None:
     )
 
 
+def _short(cmdline: str, width: int = 72) -> str:
+    return cmdline if len(cmdline) <= width else cmdline[: width - 1] + "…"
+
+
 def _row_port(rows: _Rows, facts: dict[str, Any], engine: str) -> None:
     p = facts.get("port")
     if not p:
         return
     port = p["port"]
     if p.get("in_use"):
+        flag = re.compile(rf"(--port[ =]|:){port}\b")
+        likely = [q for q in facts.get("processes") or [] if flag.search(q["cmdline"])]
+        who = (
+            " (probably " + ", ".join(f"pid {q['pid']} ({q['engine']})" for q in likely) + ")"
+            if likely
+            else ""
+        )
         rows.add(
             "port",
             f"port {port}",
             "error",
-            f"in use: something already listens on {port}",
+            f"in use: something already listens on {port}{who}",
             f"pick another port (--port) or stop what holds it (`ss -ltnp 'sport = :{port}'` "
             "shows it)",
         )

@@ -253,7 +253,7 @@ def test_two_distributions_claiming_flash_attn(site, tmp_path, monkeypatch):
     fake_nvidia_smi(tmp_path, "b200", monkeypatch)
     fa = row(doctor(engine="local"), "flash-attn")
     assert fa.status == "error"
-    assert "flash-attn and flash-attn-4 all install the flash_attn package" in fa.found
+    assert "flash-attn and flash-attn-4 both install the flash_attn package" in fa.found
 
 
 def test_flash_attn_without_gpu_and_layout_judgement():

@@ -4,18 +4,22 @@ files, so the vLLM CPU venv and the drafter written by the test are "on the host
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from drafter_files import write_drafter
+from sshd_fixture import Sshd, sshd_server
 
 from dflashctl.doctor import DoctorOptions, run_doctor
 
-pytest.importorskip("dflashctl.remote", reason="the SSH layer (dflashctl/remote.py) is not here")
-sshd_fixture = pytest.importorskip("sshd_fixture", reason="tests/sshd_fixture.py is not here")
-sshd = sshd_fixture.sshd
-
 pytestmark = pytest.mark.ssh
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    yield from sshd_server(tmp_path_factory)
+
 
 VLLM_PY = Path(__file__).resolve().parent.parent / ".venv-vllm" / "bin" / "python"
 
