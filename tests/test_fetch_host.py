@@ -19,14 +19,19 @@ remote = pytest.importorskip("dflashctl.remote")
 if not (callable(getattr(remote, "upload", None)) and callable(getattr(remote, "run", None))):
     pytest.skip("dflashctl/remote.py has no upload/run yet", allow_module_level=True)
 
-from sshd_fixture import sshd  # noqa: E402, F401  (the session's sshd fixture)
+from sshd_fixture import sshd_server  # noqa: E402
 from test_fetch import LOCK_NAME, fetch, hub, listing, one_line_error  # noqa: E402, F401
 
 pytestmark = pytest.mark.ssh
 
 
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    yield from sshd_server(tmp_path_factory)
+
+
 @pytest.fixture
-def ssh_env(sshd, monkeypatch):  # noqa: F811
+def ssh_env(sshd, monkeypatch):
     monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
     yield sshd
     remote.close_all()
