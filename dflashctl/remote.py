@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import logging
 import os
 import posixpath
 import re
@@ -38,6 +39,10 @@ import paramiko
 
 from dflashctl.errors import HostKeyError, InputError, RemoteError
 from dflashctl.hosts import MAX_OUTPUT, CommandResult, FileStat, Host, HttpReply
+
+# paramiko logs refused tunnels ("Secsh channel 7 open FAILED") and dropped connections itself;
+# they are expected while waiting for a port and reach the user as RemoteErrors instead.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 ROTATED = "rotated"
@@ -217,7 +222,8 @@ def _connect_error(t: HostTarget, e: BaseException) -> RemoteError:
     if isinstance(e, socket.gaierror):
         return RemoteError(
             f"{t.spec}: unknown host name {t.hostname!r}",
-            "use an ~/.ssh/config alias or an address (--ssh-config FILE for another config)",
+            "use an ~/.ssh/config alias or an address (another config: --ssh-config FILE or "
+            "DFLASHCTL_SSH_CONFIG=FILE)",
         )
     if isinstance(e, socket.timeout | TimeoutError):
         return RemoteError(

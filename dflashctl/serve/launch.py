@@ -540,7 +540,7 @@ def launch(
         cmd=plan_.argv,
         notes=list(plan_.notes),
     )
-    if opts.verify:
+    if opts.verify and plan_.spec.spec == "dflash" and plan_.spec.drafter:
         emit("step", f"checking the drafter config on {host.label} (verify-config)")
         ok, lines, note = _verify_drafter(plan_, host)
         if note:

@@ -131,8 +131,9 @@ def render_status(rows: list[Any]) -> None:
         out.print("no deployments (start one with: dflashctl serve --detach)")
         return
     table = Table()
-    for col in ("name", "host", "engine", "pid", "state", "health", "url", "uptime", "log"):
-        table.add_column(col, overflow="fold")
+    for col in ("name", "host", "engine", "pid", "state", "health", "url", "uptime"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("log", overflow="fold")
     colour = {"up": "green", "unhealthy": "yellow", "down": "red", "unknown": "yellow"}
     for r in rows:
         table.add_row(
