@@ -125,6 +125,8 @@ def stop_on_host(host: Host, dep: Deployment, *, grace: float = 10.0) -> StopRes
 
 
 def _open(dep: Deployment) -> Host:
+    if dep.host is None:
+        return open_host(None)
     from dflashctl.remote import SSHOptions
 
     return open_host(dep.host, ssh=SSHOptions(ssh_config=dep.ssh_config))
