@@ -879,6 +879,51 @@ def evaluate(work: Path, out: Path, sz: Sizes) -> None:
     (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
+def registry_entry(out: Path, sz: Sizes, dest: Path) -> None:
+    """playbooks/drafters/demo.yaml: the pair's canonical values, file hashes, measured range."""
+    cfg = json.loads((out / "drafter" / "config.json").read_text())
+    t_cfg = json.loads((out / "target" / "config.json").read_text())
+    report = json.loads((out / "eval.json").read_text())
+    taus = sorted(r["tau"] for r in report["rows"])
+    lo, hi = taus[len(taus) // 10], taus[-1 - len(taus) // 10]  # 10th..90th percentile
+    mean = report["mean_acceptance_length"]
+    files = sorted(p for p in (out / "drafter").iterdir() if p.is_file())
+    dc = cfg["dflash_config"]
+    lines = [
+        "name: demo",
+        "repo: dflashctl/demo-drafter  # embedded: dflashctl/assets/demo/drafter",
+        "revision: null  # not on a Hub; the file hashes below pin it",
+        "kind: dflash",
+        "confidence: high",
+        'source: "trained by training/demo_pair.py; acceptance: its eval stage (eval.json)"',
+        "files:",
+        *[f"  - {{path: {f.name}, sha256: {hashlib.sha256(f.read_bytes()).hexdigest()}, "
+          f"size: {f.stat().st_size}}}" for f in files],
+        f"architectures: {json.dumps(cfg['architectures'])}",
+        f"model_type: {cfg['model_type']}",
+        *[f"{k}: {cfg[k]}" for k in ("num_hidden_layers", "hidden_size", "intermediate_size",
+          "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "block_size",
+          "sliding_window")],
+        f"mask_token_id: {dc['mask_token_id']}",
+        f"target_layer_ids: {json.dumps(dc['target_layer_ids'])}",
+        f"layer_types: [{', '.join(cfg['layer_types'])}]",
+        f"rope_theta: {cfg['rope_theta']}",
+        "expected_acceptance:",
+        f"  min: {lo:.2f}",
+        f"  max: {hi:.2f}",
+        f'  source: "eval.json: 10th to 90th percentile of {len(taus)} held-out prompts, '
+        f'greedy, {sz.eval_tokens} tokens, block {sz.block}; mean {mean:.2f}"',
+        "target:",
+        "  repo: dflashctl/demo-target  # embedded: dflashctl/assets/demo/target",
+        f"  num_hidden_layers: {t_cfg['num_hidden_layers']}",
+        f"  hidden_size: {t_cfg['hidden_size']}",
+        f"  vocab_size: {t_cfg['vocab_size']}",
+        'notes: "The embedded demo pair: dflashctl serve/smoke/demo use it by default."',
+    ]  # fmt: skip
+    dest.write_text("\n".join(lines) + "\n")
+    log("registry entry", dest)
+
+
 # ---------------------------------------------------------------------------------- main
 
 
@@ -889,7 +934,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, required=True, help="scratch dir (resumable state)")
     ap.add_argument("--out", type=Path, required=True, help="where target/ and drafter/ go")
     ap.add_argument(
-        "--stages", default="corpus,tokenizer,target,prompts,continuations,drafter,export,eval"
+        "--stages",
+        default="corpus,tokenizer,target,prompts,continuations,drafter,export,eval,registry",
     )
     ap.add_argument(
         "--preset", choices=["gpu", "cpu", "tiny"], default="gpu",
@@ -929,6 +975,8 @@ def main() -> None:
         export(args.work, args.out, sz)
     if "eval" in stages:
         evaluate(args.work, args.out, sz)
+    if "registry" in stages:
+        registry_entry(args.out, sz, args.out / "demo.yaml")
 
 
 if __name__ == "__main__":
