@@ -171,12 +171,12 @@ def test_short_drafter_rope_table_at_the_context_limit(pair, plain, tmp_path: Pa
     up to the target's context (RoPE is defined at every position; vLLM serves the target's
     max_model_len); the last verify steps reach K positions past the limit."""
     write_drafter(tmp_path / "d", seed=6, max_position_embeddings=64)
-    spec = Engine.load(pair[0], tmp_path / "d", max_model_len=256)
-    assert spec.max_model_len == 256
+    spec = Engine.load(pair[0], tmp_path / "d", max_model_len=100)
+    assert spec.max_model_len == 100
     spec.eos_ids = plain.eos_ids = set()
     ids = prompts()[2]
-    got = spec.generate(ids, 256 - len(ids))
-    assert got.tokens == plain.generate(ids, 256 - len(ids)).tokens
+    got = spec.generate(ids, 100 - len(ids))
+    assert got.tokens == plain.generate(ids, 100 - len(ids)).tokens
 
 
 @pytest.mark.skipif(not (DEMO / "drafter").exists(), reason="the embedded demo pair is not built")

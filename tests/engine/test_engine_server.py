@@ -13,6 +13,7 @@ checked against transformers and plain greedy in the other engine tests).
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -134,9 +135,15 @@ class Server:
         self.log = log
         argv = [sys.executable, "-m", "dflashctl.engine.server", *args]
         argv += ["--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", NAME]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny models: one thread is fastest
         with open(log, "wb") as f:
             self.proc = subprocess.Popen(
-                argv, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                argv,
+                cwd=REPO,
+                env=env,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         self.wait_ready()
 
@@ -474,3 +481,37 @@ def test_full_queue_answers_503_at_once(plain: Server) -> None:
     m = plain.metrics()
     assert m['vllm:request_success_total{"finished_reason": "abort"}'] == 1
     assert m["vllm:num_requests_waiting"] == 0
+
+
+def test_a_config_vllm_refuses_ends_startup_like_vllm(pair: Pair, tmp_path: Path) -> None:
+    d_dir = tmp_path / "no-mask"
+    write_drafter(d_dir, dflash_config={"target_layer_ids": [0, 2]})
+    log = tmp_path / "server.log"
+    with pytest.raises(AssertionError, match="server exited 1"):
+        Server(log, "--model", str(pair.target), "--drafter", str(d_dir))
+    text = log.read_text()
+    assert "For parallel drafting, the draft model config must have" in text
+    assert "RuntimeError: Engine core initialization failed. See root cause above." in text
+    assert "Traceback" not in text
+
+
+def test_wrong_taps_fail_each_request_like_vllm(pair: Pair, tmp_path: Path) -> None:
+    """An id the target does not have: vLLM drops it at start-up, stays healthy, and fails every
+    request with its `DFlash drafter expects ...` error (HTTP 500); so does this engine."""
+    d_dir = tmp_path / "stale"
+    write_drafter(d_dir, dflash_config={"mask_token_id": 259, "target_layer_ids": [0, 2, 7]})
+    server = Server(tmp_path / "server.log", "--model", str(pair.target), "--drafter", str(d_dir))
+    try:
+        with pytest.raises(openai.InternalServerError) as e:
+            server.client().chat.completions.create(model=NAME, messages=CHAT, max_tokens=4)
+        assert e.value.status_code == 500
+        assert "expects 192 concatenated aux hidden features but received 128" in e.value.message
+        stream = server.client().chat.completions.create(
+            model=NAME, messages=CHAT, max_tokens=4, stream=True
+        )
+        with pytest.raises(openai.APIError, match="concatenated aux hidden features"):
+            list(stream)
+        assert httpx.get(server.url + "/health").status_code == 200
+        assert "DFlash drafter expects 192 concatenated aux hidden features" in server.text()
+    finally:
+        server.stop()
