@@ -41,6 +41,7 @@ from dflashctl.engine.protocol import (
     prompt_of,
 )
 from dflashctl.engine.serving_stats import Stats
+from dflashctl.errors import DflashError, EngineError
 
 LOG_FORMAT = (
     "(APIServer pid=%(process)d) %(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s"
@@ -199,7 +200,10 @@ def create_app(server: EngineServer, stats_interval: float = 10.0) -> FastAPI:
     async def chat_completions(request: Request) -> Any:
         body = await parse(request)
         msgs = messages_of(body)
-        prompt_ids = server.engine.tokenizer.apply_chat_template(msgs, add_generation_prompt=True)
+        try:
+            prompt_ids = server.engine.tokenizer.apply_chat_template(msgs)
+        except EngineError as e:  # the template refused these messages
+            raise BadRequest(e.message, "messages") from None
         return await respond(server, body, server.job(prompt_ids, body), chat=True)
 
     @app.post("/v1/completions")
@@ -409,8 +413,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     setup_logging()
     import uvicorn
-
-    from dflashctl.errors import DflashError
 
     name = args.served_model_name or str(args.model)
     log.info("dflashctl engine version %s, serving model %s", __version__, name)

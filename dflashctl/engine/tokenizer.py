@@ -48,12 +48,22 @@ class ChatTokenizer:
     def apply_chat_template(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True
     ) -> list[int]:
+        """Render the template as transformers does (sandboxed jinja, trim and lstrip blocks,
+        `raise_exception`), then encode without adding special tokens."""
         if self.template is None:
             raise EngineError("this model has no chat template: use /v1/completions")
+        from jinja2 import TemplateError
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+        def raise_exception(message: str) -> None:
+            raise EngineError(f"the chat template refused the messages: {message}")
+
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        text = env.from_string(self.template).render(
-            messages=messages, add_generation_prompt=add_generation_prompt
-        )
+        env.globals["raise_exception"] = raise_exception
+        try:
+            text = env.from_string(self.template).render(
+                messages=messages, add_generation_prompt=add_generation_prompt
+            )
+        except TemplateError as e:
+            raise EngineError(f"the chat template failed: {e}") from e
         return self.encode(text)
