@@ -188,3 +188,13 @@ def test_demo_pair_speculation_is_lossless_and_accepts() -> None:
     got, want = spec.generate(ids, 96), plain.generate(ids, 96)
     assert got.tokens == want.tokens
     assert got.stats.num_accepted_tokens > 0
+
+
+def test_bfloat16_runs_both_modes(pair) -> None:
+    plain = Engine.load(pair[0], None, dtype=torch.bfloat16, max_model_len=128)
+    spec = Engine.load(pair[0], pair[1], dtype=torch.bfloat16, max_model_len=128)
+    plain.eos_ids = spec.eos_ids = set()
+    ids = prompts()[1]
+    a, b = plain.generate(ids, 24), spec.generate(ids, 24)
+    assert len(a.tokens) == len(b.tokens) == 24 and a.tokens[0] == b.tokens[0]
+    assert spec.target.lm_head.weight.dtype == spec.drafter.ctx_k[0].dtype == torch.bfloat16
