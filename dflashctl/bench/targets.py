@@ -74,7 +74,7 @@ def resolve_one(arg: str) -> list[BenchTarget]:
         return [BenchTarget(text, resolve_target(text).url, "url")]
     from dflashctl.serve import state
 
-    if state.load(text) is not None:
+    if state.NAME_RE.fullmatch(text) and state.load(text) is not None:
         t = resolve_target(text)
         return [BenchTarget(text, t.url, "deployment", t.model, t.engine or None)]
     found = _from_playbook(text)
