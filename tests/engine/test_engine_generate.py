@@ -11,11 +11,15 @@ acceptance, bonus tokens, cache rollback, stop handling and statistics all run f
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from tiny_pair import VOCAB, write_drafter, write_target
+from tiny_pair import ACCEPT_CHAT, VOCAB, write_accepting_pair, write_drafter, write_target
 
 from dflashctl.engine.generate import Engine
 from dflashctl.errors import EngineError
@@ -198,3 +202,45 @@ def test_bfloat16_runs_both_modes(pair) -> None:
     a, b = plain.generate(ids, 24), spec.generate(ids, 24)
     assert len(a.tokens) == len(b.tokens) == 24 and a.tokens[0] == b.tokens[0]
     assert spec.target.lm_head.weight.dtype == spec.drafter.ctx_k[0].dtype == torch.bfloat16
+
+
+ZLAB_GENERATE = textwrap.dedent(
+    """
+    import json, sys, time, torch
+    import dflash.model as dm
+    from transformers import Qwen3ForCausalLM
+    dm._cuda_time = time.perf_counter  # its step timer syncs CUDA; there is none here
+    root, ids, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    target = Qwen3ForCausalLM.from_pretrained(root + "/target", dtype=torch.float32).eval()
+    drafter = dm.DFlashDraftModel.from_pretrained(root + "/drafter", dtype=torch.float32).eval()
+    out = dm.dflash_generate(drafter, target, torch.tensor([ids]), n, None, return_stats=True)
+    print(json.dumps({"tokens": out.output_ids[0, len(ids):].tolist(),
+                      "steps": [int(a) for a in out.acceptance_lengths]}))
+    """
+)
+
+
+def test_zlab_dflash_generate_accepts_the_same_tokens_per_step(tmp_path: Path) -> None:
+    """z-lab's `dflash_generate` (PyPI `dflash`, own environment: DFLASH_REFERENCE_PYTHON) on a
+    pair whose drafter is sometimes right: the same tokens and the same tokens committed per
+    verify step (its last step counts min(accepted + 1, tokens left), as our last chunk)."""
+    python = os.environ.get("DFLASH_REFERENCE_PYTHON")
+    if not python or not Path(python).exists():
+        pytest.skip("set DFLASH_REFERENCE_PYTHON to a python with z-lab's `dflash` installed")
+    t_dir, d_dir = write_accepting_pair(tmp_path)
+    spec = Engine.load(t_dir, d_dir, max_model_len=512)
+    spec.eos_ids = set()
+    ids = spec.tokenizer.apply_chat_template(ACCEPT_CHAT)
+    n = 150
+    chunks = list(spec.stream(ids, n))
+    run = subprocess.run(
+        [python, "-c", ZLAB_GENERATE, str(tmp_path), json.dumps(ids), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    theirs = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [t for c in chunks for t in c] == theirs["tokens"]
+    assert [len(c) for c in chunks[1:]] == theirs["steps"]
+    assert max(theirs["steps"]) == spec.k + 1  # whole blocks were accepted

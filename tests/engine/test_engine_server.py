@@ -1,10 +1,7 @@
 """The real server as a subprocess on 127.0.0.1, driven by the official `openai` client.
 
-The tiny pair is built so that speculation really accepts tokens: the random target (seed 6)
-falls into repeating one token on the chat prompt used here, and the drafter's attention and MLP
-outputs are zeroed, so every slot proposes argmax(lm_head(norm(embed(mask)))): the mask token
-is chosen among the vocabulary so that this is the target's repeated token. Proposals are
-wrong before the repetition starts and right after it — a real drafter, sometimes right.
+The tiny pair really accepts tokens (tiny_pair.write_accepting_pair): its drafter's proposals
+are wrong until the target falls into repeating one token on the chat prompt, right after.
 
 Expected outputs come from the same engine loaded in the test process (generate.py, itself
 checked against transformers and plain greedy in the other engine tests).
@@ -27,8 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-import torch
-from tiny_pair import VOCAB, drafter_state, write_drafter, write_target
+from tiny_pair import ACCEPT_CHAT, write_accepting_pair, write_drafter
 
 from dflashctl.engine.generate import Engine, Generation
 from dflashctl.metrics import MetricsOptions, analyze_source
@@ -37,7 +33,7 @@ openai = pytest.importorskip("openai")
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "tiny"
-CHAT = [{"role": "user", "content": "Write a function is_prime."}]
+CHAT = ACCEPT_CHAT
 TEXT = "The quick brown fox"
 STOP_PROMPT = "def f(x):"
 IMAGE = [
@@ -79,29 +75,10 @@ class Pair:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Pair:
-    root = tmp_path_factory.mktemp("pair")
-    t_dir, d_dir = root / "target", root / "drafter"
-    write_target(t_dir, seed=6, max_position_embeddings=8192)
+    t_dir, d_dir = write_accepting_pair(tmp_path_factory.mktemp("pair"))
     plain = Engine.load(t_dir, None, max_model_len=512)
     plain.eos_ids = set()
     chat = plain.generate(plain.tokenizer.apply_chat_template(CHAT), 200).tokens
-    fixed = chat[-1]
-    assert set(chat[-60:]) == {fixed}, "the target no longer repeats a token on CHAT"
-
-    # the drafter: zero attention and MLP outputs, so every slot proposes one token
-    cfg = write_drafter(d_dir)[0]
-    state = drafter_state(cfg, seed=1)
-    for key in state:
-        if key.endswith(("o_proj.weight", "down_proj.weight")):
-            state[key].zero_()
-    write_drafter(d_dir, state=state)
-    probe = Engine.load(t_dir, d_dir, max_model_len=64)
-    with torch.no_grad():
-        proposal = probe.target.lm_head(probe.drafter.norm(probe.target.embed_tokens.weight))
-    masks = [m for m in range(VOCAB) if int(proposal[m].argmax()) == fixed]
-    assert masks, "no mask token makes the drafter propose the repeated token"
-    dfc = {"mask_token_id": masks[0], "target_layer_ids": [0, 2]}
-    write_drafter(d_dir, state=state, dflash_config=dfc)
 
     # the eos: a token of STOP_PROMPT's continuation that the other prompts never produce (the
     # random target says <|im_end|> on CHAT)

@@ -195,3 +195,43 @@ def write_drafter(
     save_file({k: v.contiguous() for k, v in state.items()}, str(out / "model.safetensors"))
     (out / "config.json").write_text(json.dumps(cfg, indent=2))
     return cfg, state
+
+
+# ------------------------------------------------------------------------------ accepting pair
+
+ACCEPT_CHAT = [{"role": "user", "content": "Write a function is_prime."}]
+
+
+def write_accepting_pair(root: Path) -> tuple[Path, Path]:
+    """A random pair whose drafter is sometimes right, so speculation really accepts tokens.
+
+    The random target (seed 6) falls into repeating one token on ACCEPT_CHAT. The drafter's
+    attention and MLP outputs are zeroed, so each slot keeps the mask token's embedding and
+    proposes argmax(lm_head(norm(embed(mask)))): the mask token is chosen among the vocabulary
+    so that this is the target's repeated token. Proposals are wrong before the repetition
+    starts and right after it, through the real drafter, verifier and caches.
+    """
+    from dflashctl.engine.generate import Engine
+
+    t_dir, d_dir = root / "target", root / "drafter"
+    write_target(t_dir, seed=6, max_position_embeddings=8192)
+    plain = Engine.load(t_dir, None, max_model_len=512)
+    plain.eos_ids = set()
+    chat = plain.generate(plain.tokenizer.apply_chat_template(ACCEPT_CHAT), 200).tokens
+    fixed = chat[-1]
+    assert set(chat[-60:]) == {fixed}, "the target no longer repeats a token on ACCEPT_CHAT"
+
+    cfg = drafter_config()
+    state = drafter_state(cfg, seed=1)
+    for key in state:
+        if key.endswith(("o_proj.weight", "down_proj.weight")):
+            state[key].zero_()
+    write_drafter(d_dir, state=state)
+    probe = Engine.load(t_dir, d_dir, max_model_len=64)
+    with torch.no_grad():
+        proposal = probe.target.lm_head(probe.drafter.norm(probe.target.embed_tokens.weight))
+    masks = [m for m in range(VOCAB) if int(proposal[m].argmax()) == fixed]
+    assert masks, "no mask token makes the drafter propose the repeated token"
+    dfc = {"mask_token_id": masks[0], "target_layer_ids": [0, 2]}
+    write_drafter(d_dir, state=state, dflash_config=dfc)
+    return t_dir, d_dir
