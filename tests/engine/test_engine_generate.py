@@ -148,6 +148,22 @@ def test_eos_inside_an_accepted_block_stops_there(oracle, spec, plain) -> None:
         plain.eos_ids = oracle.eos_ids = spec.eos_ids = set()
 
 
+def test_real_drafter_that_is_sometimes_right(tmp_path: Path) -> None:
+    """Through the real drafter: rejected blocks, then whole blocks accepted (the bonus token
+    each time), and partial blocks where the target enters its repetition."""
+    t_dir, d_dir = write_accepting_pair(tmp_path)
+    plain = Engine.load(t_dir, None, max_model_len=512)
+    spec = Engine.load(t_dir, d_dir, max_model_len=512)
+    plain.eos_ids = spec.eos_ids = set()
+    ids = spec.tokenizer.apply_chat_template(ACCEPT_CHAT)
+    for n in (150, 151, 153):
+        got = spec.generate(ids, n)
+        assert got.tokens == plain.generate(ids, n).tokens
+        s = got.stats
+        assert s.accepted_per_pos[-1] > 0 and s.accepted_per_pos[0] < s.num_drafts
+        assert s.mean_acceptance_length > 1.5
+
+
 def test_stream_chunks_are_the_committed_steps(oracle, plain) -> None:
     oracle.eos_ids = plain.eos_ids = set()
     ids = prompts()[1]
