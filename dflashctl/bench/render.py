@@ -97,19 +97,9 @@ def sweep_table(report: BenchReport) -> Table:
         f"({report.options.max_tokens} tokens)",
         title_justify="left",
     )
-    for name, just in (
-        ("target", "left"),
-        ("clients", "right"),
-        ("requests", "right"),
-        ("throughput", "right"),
-        ("req/s", "right"),
-        ("latency p50", "right"),
-        ("latency p99", "right"),
-        ("TTFT p50", "right"),
-        ("TTFT p99", "right"),
-        ("τ", "right"),
-    ):
-        t.add_column(name, justify=just)  # type: ignore[arg-type]
+    t.add_column("target")
+    for name in ("clients", "requests", "tok/s", "req/s", "latency p50/p99", "TTFT p50/p99", "τ"):
+        t.add_column(name, justify="right", no_wrap=True)
     for lv in report.sweep:
         w = lv.spec.window if lv.spec else None
         failed = f" [red]({len(lv.errors)} failed)[/red]" if lv.errors else ""
@@ -117,12 +107,10 @@ def sweep_table(report: BenchReport) -> Table:
             escape(lv.target),
             str(lv.concurrency),
             f"{len(lv.completions)}{failed}",
-            _f(lv.throughput, "{:.1f} tok/s"),
+            _f(lv.throughput, "{:.1f}"),
             _f(lv.requests_per_s, "{:.2f}"),
-            _f(lv.latency(50), "{:.2f} s"),
-            _f(lv.latency(99), "{:.2f} s"),
-            _f(lv.ttft(50), "{:.2f} s"),
-            _f(lv.ttft(99), "{:.2f} s"),
+            f"{_f(lv.latency(50), '{:.2f}')} / {_f(lv.latency(99), '{:.2f} s')}",
+            f"{_f(lv.ttft(50), '{:.2f}')} / {_f(lv.ttft(99), '{:.2f} s')}",
             _f(w.mean_acceptance_length if w else None, "{:.2f}"),
         )
     return t
