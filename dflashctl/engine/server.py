@@ -398,14 +398,26 @@ def load_engine(args: argparse.Namespace) -> Any:
         num_speculative_tokens=args.num_speculative_tokens,
     )
     log.info("Using max model len %d", engine.max_model_len)
+    spec = "None"
     if engine.drafter is not None:
-        a = engine.drafter.args
+        k, drafter = engine.k, args.drafter
+        spec = f"SpeculativeConfig(method='dflash', model='{drafter}', num_spec_tokens={k})"
         log.info(
             "DFlash: block size %d, num_speculative_tokens %d, mask token %d",
             engine.k + 1,
             engine.k,
-            a.mask_token_id,
+            engine.drafter.args.mask_token_id,
         )
+    # vLLM's key=value form, so log readers find whether (and how) speculation is on
+    log.info(
+        "Initializing the dflashctl engine with config: model='%s', dtype=%s, device=%s, "
+        "max_seq_len=%d, speculative_config=%s",
+        args.model,
+        str(dtype).removeprefix("torch."),
+        device,
+        engine.max_model_len,
+        spec,
+    )
     return engine
 
 

@@ -399,6 +399,9 @@ def test_log_lines_and_metrics_agree_and_parse(spec: Server, pair: Pair) -> None
     report = analyze_source(str(spec.log), MetricsOptions())
     st = report.state
     assert st.engine == "vllm" and st.kind == "log" and st.total_windows == len(lines)
+    assert st.spec_config is not None
+    assert (st.spec_config["method"], st.spec_config["num_spec_tokens"]) == ("dflash", k)
+    assert st.latest_launch_has_startup
     assert sum(w.accepted_tokens or 0 for w in st.windows) == accepted
     assert sum(w.drafted_tokens or 0 for w in st.windows) == drafted
     log_drafts = sum((w.drafted_tokens or 0) // k for w in st.windows)
@@ -427,6 +430,9 @@ def test_plain_server_has_no_spec_metrics(plain: Server, pair: Pair) -> None:
     text = plain.text()
     assert "SpecDecoding metrics" not in text
     assert any(ENGINE_LINE.match(line) for line in text.splitlines())
+    report = analyze_source(str(plain.log), MetricsOptions())
+    assert report.state.spec_config == {"enabled": False, "engine": "vllm"}
+    assert "no_speculation" in [f.kind for f in report.findings]
 
 
 def test_full_queue_answers_503_at_once(plain: Server) -> None:
