@@ -248,7 +248,10 @@ def _serve_and_smoke(assets: Path, drafter: Path, name: str) -> dict[str, Any]:
         if not res.ok:
             return {"error": f"the server did not start: {res.reason}"}
         try:
-            rep = run_smoke(SmokeOptions(target=name, max_tokens=128, drafter=DEMO_REGISTRY))
+            smoke = SmokeOptions(
+                target=name, max_tokens=128, drafter=DEMO_REGISTRY, allow_repetition=True
+            )
+            rep = run_smoke(smoke)
             w = rep.spec.window if rep.spec else None
             out = {
                 "ok": rep.ok,

@@ -8,7 +8,8 @@ the `StepEvent`s and the `RunReport`.
 Playbook sections `run` adds (next to `serve`, see playbook.py):
     fetch:   {drafter: NAME|org/repo, revision: SHA, dir: PATH}   download before serving
     verify:  {registry: NAME, engine: vllm|sglang|local}          what verify-config checks
-    smoke:   {max_tokens: N, min_tokens_per_s: X, timeout: S, prompts: [...]}
+    smoke:   {max_tokens: N, min_tokens_per_s: X, timeout: S, prompts: [...],
+              repetition: fail|warn}                               warn: loops are a warning
     metrics: {min_acceptance_length: X}
 """
 
@@ -268,6 +269,7 @@ def _smoke(run: HostRun, hp: HostPlan, p: Any) -> StepResult:
         prompts=[str(x) for x in cfg.get("prompts", [])],
         drafter=hp.verify.get("registry"),
         expect_no_spec=p.spec.spec != "dflash",
+        allow_repetition=cfg.get("repetition") == "warn",
     )
     rep = run_smoke(opts)
     w = rep.spec.window if rep.spec else None

@@ -60,7 +60,7 @@ RUN_SECTIONS: dict[str, dict[str, str]] = {
     "fetch": {"drafter": "str", "revision": "str", "dir": "str"},
     "verify": {"registry": "str", "engine": "enum:local|vllm|sglang"},
     "smoke": {"max_tokens": "posint", "min_tokens_per_s": "number", "timeout": "number",
-              "prompts": "args"},
+              "prompts": "args", "repetition": "enum:fail|warn"},
     "metrics": {"min_acceptance_length": "number"},
 }  # fmt: skip
 SECTIONS: dict[str, dict[str, str]] = {"serve": SERVE_KEYS, **RUN_SECTIONS}

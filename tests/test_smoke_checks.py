@@ -119,3 +119,12 @@ def test_prompt_sets():
     fx = load_prompts("fixtures")
     assert [p.category for p in fx] == ["code", "english", "translation"]
     assert any("\u4e00" <= ch <= "\u9fff" for ch in fx[2].text)  # Chinese source text
+
+
+def test_repetition_loop_fails_unless_allowed_and_garbage_always_fails() -> None:
+    loop = "def quicksort(xs):\n    return " + "sg_" * 60
+    assert ck.coherence_check(answer(loop)).status == ck.FAIL
+    allowed = ck.coherence_check(answer(loop), allow_repetition=True)
+    assert allowed.status == ck.WARNING and "repeated to the end" in allowed.message
+    garbage = loop + "\ufffd\ufffd\x1e"
+    assert ck.coherence_check(answer(garbage), allow_repetition=True).status == ck.FAIL

@@ -217,7 +217,9 @@ def repeated_tail(text: str) -> tuple[str, int] | None:
     return s[n - p :], covered
 
 
-def coherence_check(c: Completion) -> Check:
+def coherence_check(c: Completion, allow_repetition: bool = False) -> Check:
+    """Garbage fails. A repetition loop alone is a warning with `allow_repetition` (tiny test
+    models, like the demo pair, loop under greedy decoding; a production model must not)."""
     text = c.text
     if not text:
         return Check("coherence", SKIP, "no text to judge", c.prompt_id)
@@ -235,12 +237,15 @@ def coherence_check(c: Completion) -> Check:
     if ctrl:
         problems.append(f"{len(ctrl)} control character(s), e.g. {ctrl[0]!r}")
     rep = repeated_tail(text)
+    loop = None
     if rep is not None:
         unit, covered = rep
-        problems.append(
+        loop = (
             f"degenerate: {unit[:40]!r} repeated to the end ({covered} of {len(text)} characters, "
             f"{covered // len(unit)}x)"
         )
+        if not allow_repetition:
+            problems.append(loop)
     letters = {ch for ch in text if not ch.isspace()}
     if len(text.strip()) >= TINY_MIN_CHARS and len(letters) <= TINY_ALPHABET:
         shown = "".join(sorted(letters))
@@ -254,6 +259,15 @@ def coherence_check(c: Completion) -> Check:
             "garbage at temperature 0 means the target itself is broken: wrong weights, dtype or "
             "tokenizer, or a broken kernel (speculation is lossless and cannot cause it)",
         )
+    if loop is not None:
+        return Check(
+            "coherence",
+            WARNING,
+            loop + " (allowed: --allow-repetition)",
+            c.prompt_id,
+            "expected of a tiny test model; a production model that loops at temperature 0 "
+            "has a broken target",
+        )
     note = ""
     if trailing_only:
         note = " (one trailing U+FFFD: a character cut by the token cap)"
@@ -265,7 +279,7 @@ def coherence_check(c: Completion) -> Check:
     )
 
 
-def answer_checks(c: Completion, max_tokens: int) -> list[Check]:
+def answer_checks(c: Completion, max_tokens: int, allow_repetition: bool = False) -> list[Check]:
     """Every per-answer row; only the http row when the exchange itself failed."""
     if c.error:
         return [http_check(c)]
@@ -274,7 +288,7 @@ def answer_checks(c: Completion, max_tokens: int) -> list[Check]:
         content_check(c),
         finish_check(c, max_tokens),
         tokens_check(c, max_tokens),
-        coherence_check(c),
+        coherence_check(c, allow_repetition),
     ]
 
 

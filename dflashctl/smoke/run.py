@@ -64,6 +64,7 @@ class SmokeOptions:
     host: str | None = None
     log_interval: float = 10.0
     expect_no_spec: bool = False
+    allow_repetition: bool = False  # a repetition loop is a warning (tiny test models)
     min_acceptance_length: float | None = None
     drafter: str | None = None
 
@@ -346,7 +347,7 @@ def _run(
                 timeout=opts.timeout,
             )
             report.completions.append(c)
-            checks.extend(ck.answer_checks(c, opts.max_tokens))
+            checks.extend(ck.answer_checks(c, opts.max_tokens, opts.allow_repetition))
             if not c.ok:
                 say(f"✗ {p.id}: {c.error}")
                 rest = prompts[len(report.completions) :]
