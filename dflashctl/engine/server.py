@@ -363,6 +363,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--spec dflash needs --drafter DIR")
     if args.spec == "none":
         args.drafter = None
+    args.non_default = {k: v for k, v in vars(args).items() if v != ap.get_default(k)}
     return args
 
 
@@ -428,7 +429,7 @@ def main(argv: list[str] | None = None) -> None:
 
     name = args.served_model_name or str(args.model)
     log.info("dflashctl engine version %s, serving model %s", __version__, name)
-    log.info("non-default args: %s", {k: str(v) for k, v in vars(args).items() if v is not None})
+    log.info("non-default args: %s", {k: str(v) for k, v in args.non_default.items()})
     try:
         engine = load_engine(args)
     except DflashError as e:
