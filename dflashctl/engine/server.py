@@ -96,7 +96,7 @@ class EngineServer:
 
     def admit(self) -> None:
         with self.queue_lock:
-            if self.waiting >= self.max_queue:
+            if self.running + self.waiting >= 1 + self.max_queue:  # one runs, the rest wait
                 raise BadRequest("the server is busy: its request queue is full", status=503)
             self.waiting += 1
             self.stats.set_queue(self.running, self.waiting)
