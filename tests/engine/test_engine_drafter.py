@@ -135,10 +135,8 @@ def layer_attention(cfg: dict[str, Any], i: int) -> tuple[bool, int | None]:
         causal = bool(dfc["causal"])
     else:
         causal = types[i] == SLIDING
-    if dfc.get("use_swa") and SLIDING not in types:
-        sliding = True
-    else:
-        sliding = types[i] == SLIDING
+    # use_swa makes every layer sliding when no layer type says sliding
+    sliding = bool(dfc.get("use_swa")) if SLIDING not in types else types[i] == SLIDING
     window = dfc.get("swa_window_size", sliding_window) if sliding else None
     return causal, window
 
@@ -197,9 +195,11 @@ def reference_block_logits(
         x = x + torch.cat(heads, -1) @ w[p + "self_attn.o_proj.weight"].T
         m = rms(x, w[p + "post_attention_layernorm.weight"])
         gate = m @ w[p + "mlp.gate_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * (m @ w[p + "mlp.up_proj.weight"].T)) @ w[
-            p + "mlp.down_proj.weight"
-        ].T
+        x = (
+            x
+            + (torch.nn.functional.silu(gate) * (m @ w[p + "mlp.up_proj.weight"].T))
+            @ w[p + "mlp.down_proj.weight"].T
+        )
     return rms(x, w["norm.weight"])[1:] @ lm_head.T
 
 
@@ -267,8 +267,7 @@ def test_mask_construction(variant) -> None:
         attn = layer.self_attn
         mask = attn.mask(q_pos, k_pos, start)
         want = [
-            [visible(int(q), int(k), start, attn.causal, attn.window) for k in k_pos]
-            for q in q_pos
+            [visible(int(q), int(k), start, attn.causal, attn.window) for k in k_pos] for q in q_pos
         ]
         assert mask.tolist() == want
 

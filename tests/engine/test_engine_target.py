@@ -138,9 +138,9 @@ def test_cached_prefill_then_decode_matches_transformers(pair) -> None:
 def test_greedy_generate_matches_transformers_generate(pair) -> None:
     _, hf, engine = pair
     ids = prompt(12, seed=5)
-    ref = hf.generate(
-        ids, max_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0
-    )[0, 12:].tolist()
+    ref = hf.generate(ids, max_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0)[
+        0, 12:
+    ].tolist()
     engine.eos_ids = set()
     assert engine.generate(ids[0].tolist(), 20).tokens == ref
 
