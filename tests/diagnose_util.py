@@ -1,0 +1,59 @@
+"""Helpers for the diagnose tests: an always-accepting tiny pair and the real bundled engine
+served as `dflashctl serve` serves it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+MAX_TOKENS = "24"
+
+
+def write_accepting_pair(root: Path) -> tuple[Path, Path]:
+    """The tiny pair (tests/smoke_pair.py) with the target's and the drafter's final norm weights
+    zeroed: all logits are 0, greedy picks token 0 on both, so every drafted token is accepted."""
+    from safetensors.torch import load_file, save_file
+    from smoke_pair import write_tiny_pair
+
+    target, drafter = write_tiny_pair(root)
+    for path, name in ((target, "model.norm.weight"), (drafter, "norm.weight")):
+        f = path / "model.safetensors"
+        state = load_file(str(f))
+        state[name] = state[name] * 0
+        save_file(state, str(f), metadata={"format": "pt"})
+    return target, drafter
+
+
+@contextmanager
+def served(target: Path, drafter: Path | None, name: str) -> Iterator[tuple[str, str]]:
+    """The bundled engine, launched as `dflashctl serve` does; (url, log); stopped by pid."""
+    from dflashctl.demo import free_port
+    from dflashctl.hosts import open_host
+    from dflashctl.serve import state
+    from dflashctl.serve.control import stop_deployment
+    from dflashctl.serve.launch import ServeOptions, launch, plan
+
+    opts = ServeOptions(
+        engine="local",
+        model=str(target),
+        drafter=str(drafter) if drafter else None,
+        spec="dflash" if drafter else "none",
+        port=free_port(),
+        bind="127.0.0.1",
+        name=name,
+        verify=False,
+        force=True,
+        extra_args=["--log-interval", "0.5", "--device", "cpu"],
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    with open_host(None) as host:
+        res = launch(plan(opts, host), host)
+    assert res.ok, (res.reason, res.lines)
+    try:
+        assert res.url is not None and res.log is not None
+        yield res.url, res.log
+    finally:
+        dep = state.load(name)
+        if dep is not None:
+            stop_deployment(dep)

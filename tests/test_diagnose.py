@@ -1,0 +1,165 @@
+"""`dflashctl diagnose` on real data, no vLLM: production is the REAL bundled engine server
+(`python -m dflashctl.engine.server`, launched by `serve.launch` on 127.0.0.1, real HTTP, real
+/metrics, a real log); the reference is the bundled engine in this process on the same
+directories. Verdicts come from what they measure:
+
+- an always-accepting pair (tests/smoke_pair.py with both final norms zeroed: target and drafter
+  both predict token 0, so every draft is accepted) → healthy, exit 0;
+- the random tiny pair (accepts nothing, on both engines) → drafter, exit 1;
+- a stale copy of its drafter config (`stale.write_stale_copy(…, ("mask",))`) served → config:
+  named by the mask token against the target's tokenizer, and, diagnosing the good directory
+  against the server that runs the stale copy, by the server's own start-up lines;
+- a `--spec none` server → config (production drafts nothing);
+- bad input → one line, exit 2.
+
+No mocks. The machine is shared with a training run: torch runs single-threaded here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from diagnose_util import MAX_TOKENS, served, write_accepting_pair
+from metrics_util import run_main
+
+pytest.importorskip("torch")
+pytest.importorskip("fastapi")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from smoke_pair import write_tiny_pair
+
+    return write_tiny_pair(tmp_path_factory.mktemp("pair"))
+
+
+@pytest.fixture(scope="module")
+def accepting(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_accepting_pair(tmp_path_factory.mktemp("accepting"))
+
+
+def diagnose(mp, capsys, url: str, target: Path, drafter: Path, *extra: str) -> tuple[int, dict]:
+    args = ["diagnose", url, "--model", str(target), "--drafter", str(drafter)]
+    code, out, err = run_main(mp, capsys, *args, "--max-tokens", MAX_TOKENS, "--json", *extra)
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def problems(data: dict, kind: str) -> list[dict]:
+    return [f for f in data["findings"] if f["kind"] == kind and f["severity"] == "problem"]
+
+
+def test_healthy_pair_same_text_same_acceptance(monkeypatch, capsys, accepting):
+    target, drafter = accepting
+    with served(target, drafter, "dg-healthy") as (url, log):
+        code, data = diagnose(monkeypatch, capsys, url, target, drafter, "--log", log)
+        # the human rendering of the same server, once
+        hcode, out, err = run_main(
+            monkeypatch, capsys, "diagnose", url, "--model", str(target),
+            "--drafter", str(drafter), "--max-tokens", "8",
+        )  # fmt: skip
+    assert code == 0 and data["ok"] and data["verdict"] == "healthy", data["findings"]
+    p, r = data["production"], data["reference"]
+    assert (
+        p["engine"] == "local" and p["source"] == "prometheus" and p["num_speculative_tokens"] == 3
+    )
+    assert r["num_speculative_tokens"] == 3 and r["dtype"] == "float32"
+    assert p["mean_acceptance_length"] == r["mean_acceptance_length"] == 4.0
+    assert p["per_position"] == r["per_position"] == [1.0, 1.0, 1.0]
+    assert data["comparison"]["same_text_prompts"] == data["comparison"]["prompts"] == 2
+    for pp, rr in zip(p["requests"], r["requests"], strict=True):
+        assert pp["text"] == rr["text"] and pp["completion_tokens"] == rr["completion_tokens"]
+        assert pp["prompt_tokens"] == rr["prompt_tokens"]
+    assert p["log"]["engine"] == "local" and p["log"]["aux_layers"] == [1, 2]
+    assert p["log"]["mask_token_id"] == 259 and p["log"]["port"] == int(url.rsplit(":", 1)[1])
+    assert not [f for f in data["findings"] if f["severity"] != "note"], data["findings"]
+    assert hcode == 0, err
+    assert "Verdict: HEALTHY" in out and "mean acceptance length" in out and "position 3" in out
+
+
+def test_random_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, pair, tmp_path):
+    target, drafter = pair
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def add(a, b):\nWrite a haiku about rivers.\nSort a list in Python.\n")
+    with served(target, drafter, "dg-random") as (url, _log):
+        code, data = diagnose(monkeypatch, capsys, url, target, drafter, "--prompts", str(prompts))
+    assert code == 1 and data["verdict"] == "drafter", data["findings"]
+    (d,) = problems(data, "drafter")
+    assert "both engines agree" in d["message"] and "default floor" in d["message"]
+    p, r = data["production"], data["reference"]
+    assert [x["prompt_id"] for x in p["requests"]] == ["prompt1", "prompt2", "prompt3"]
+    assert p["mean_acceptance_length"] == r["mean_acceptance_length"] == 1.0
+    assert p["num_drafts"] == r["num_drafts"] > 0  # the same drafts, request by request
+    assert data["comparison"]["same_text_prompts"] == 3
+
+
+def test_stale_mask_is_a_config_problem(monkeypatch, capsys, pair, tmp_path):
+    from dflashctl.stale import write_stale_copy
+
+    target, drafter = pair
+    stale = tmp_path / "stale"
+    assert write_stale_copy(drafter, stale, ("mask",)) == ["dflash_config.mask_token_id"]
+    with served(target, stale, "dg-stale") as (url, log):
+        # 1. the stale copy itself: its mask id is an ordinary token of the target's tokenizer
+        code, data = diagnose(monkeypatch, capsys, url, target, stale, "--log", log)
+        assert code == 1 and data["verdict"] == "config", data["findings"]
+        msgs = [f["message"] for f in problems(data, "config")]
+        assert any("mask_token_id 253" in m and "<|mask|> = 259" in m for m in msgs), msgs
+        assert data["production"]["log"]["mask_token_id"] == 253
+        # 2. the good directory, against the server still running the stale copy: the server's
+        # start-up lines show another config than the file (the fix that never landed)
+        code, data = diagnose(monkeypatch, capsys, url, target, drafter, "--log", log)
+    assert code == 1 and data["verdict"] == "config", data["findings"]
+    msgs = [f["message"] for f in problems(data, "config")]
+    assert any("uses mask token 253" in m and "says 259" in m for m in msgs), msgs
+    assert any(f"serves the drafter at {stale}" in m for m in msgs), msgs
+
+
+def test_a_server_without_speculation_is_a_config_problem(monkeypatch, capsys, pair):
+    target, drafter = pair
+    with served(target, None, "dg-plain") as (url, _log):
+        code, data = diagnose(monkeypatch, capsys, url, target, drafter)
+    assert code == 1 and data["verdict"] == "config"
+    assert data["production"]["state"] == "not_configured"
+    (c,) = problems(data, "config")
+    assert "no speculative decoding at all" in c["message"]
+    # the reference still ran and the greedy text is the same: speculation is lossless
+    assert data["comparison"]["same_text_prompts"] == 2
+
+
+def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, pair, tmp_path):
+    from dflashctl.demo import free_port
+
+    target, drafter = pair
+    url = f"http://127.0.0.1:{free_port()}"
+    cases = [
+        (["--model", str(tmp_path / "nope"), "--drafter", str(drafter)], "is not a directory"),
+        (["--model", str(target), "--drafter", str(drafter)], "cannot reach"),
+        (["--model", str(target), "--drafter", str(drafter), "--max-tokens", "0"], "at least 1"),
+        (
+            ["--model", str(target), "--drafter", str(drafter), "--prompts", str(tmp_path)],
+            "is a directory",
+        ),
+        (
+            ["--model", str(target), "--drafter", str(drafter), "--log", str(tmp_path / "x.log")],
+            "x.log",
+        ),
+    ]
+    for args, message in cases:
+        code, out, err = run_main(monkeypatch, capsys, "diagnose", url, *args)
+        assert code == 2, (args, out, err)
+        assert message in err and "Traceback" not in err and out == ""
+        assert err.strip().splitlines()[0].startswith("Error:")
