@@ -59,8 +59,11 @@ KNORM_FIX_LINE = "dflashctl: applied the DFlash context k_norm fix"
 # catalogue id -> the log line that shows the fix was applied in that server
 LOG_MITIGATIONS = {"vllm-cpu-context-k-norm": KNORM_FIX_LINE}
 
+# a launch starts: vLLM <= 0.31 and >= 0.34 log `vLLM server version X`, 0.32 draws a logo whose
+# last row ends with `version X`; the bundled engine logs `dflashctl engine version X,`
 _LAUNCH = re.compile(
-    r"vLLM (?:API )?server version (\S+?),?(?:\s|$)|dflashctl engine version (\S+?),"
+    r"vLLM (?:API )?server version (\S+?),?(?:\s|$)|[\u2580\u2584\u2588]\s+version (\d\S*)\s*$"
+    r"|dflashctl engine version (\S+?),"
 )
 _V1_ENGINE = re.compile(r"Initializing a V1 LLM engine \(v([^)\s]+)\)")
 _AUX = re.compile(r"Using auxiliary layers from speculative config: \(([-\d,\s]*)\)")
@@ -153,8 +156,8 @@ def _line(facts: LogFacts, raw: bytes) -> LogFacts:
     if m:
         launches = facts.launches + 1
         facts = LogFacts(facts.path, launches=launches)
-        facts.engine = "vllm" if m.group(1) else "local"
-        facts.version = m.group(1) or m.group(2)
+        facts.engine = "local" if m.group(3) else "vllm"
+        facts.version = m.group(1) or m.group(2) or m.group(3)
         return facts
     if (m := _V1_ENGINE.search(text)) is not None:
         facts.engine = facts.engine or "vllm"

@@ -159,6 +159,15 @@ LAUNCH = (
 )
 
 
+def test_vllm_032_logo_line_starts_a_launch():
+    logo = (
+        "(APIServer pid=16710) INFO 12-03 08:55:59 [api_utils.py:347]  \u2584\u2584 \u2584\u2588 "
+        "\u2588     \u2588     \u2588 \u2580\u2584\u2580 \u2588  version 0.32.0\r\n"
+    )
+    f = facts_of("Starting vLLM server on http://0.0.0.0:9\n" + logo + "CPU KV cache size: 9\n")
+    assert (f.launches, f.engine, f.version, f.build, f.port) == (1, "vllm", "0.32.0", "cpu", None)
+
+
 def test_latest_launch_wins_and_its_facts_are_complete():
     old = LAUNCH.replace("(2, 4, 6)", "(9, 9)").replace("8011", "9000")
     f = facts_of(old + "CPU KV cache usage: 0.0%\n" + LAUNCH + KNORM)
