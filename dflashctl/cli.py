@@ -804,9 +804,11 @@ def diagnose(
     ] = 120.0,
     json_out: JsonOpt = False,
 ) -> None:
-    """Is low acceptance the drafter, its config, or the serving engine? Sends the same greedy
-    prompts to the production server and to the bundled reference engine on the same target and
-    drafter, compares acceptance per position and the greedy text, checks the config.
+    """Is low acceptance the drafter, its config, or the serving engine?
+
+    Sends the same greedy prompts to the production server and to the bundled reference engine on
+    the same target and drafter, compares acceptance per position and the greedy text, and checks
+    the config (verify-config, the server's start-up lines, the mask token).
 
     Verdict: healthy, config, engine or drafter. Exit 0 healthy, 1 a problem found, 2 could not
     run.

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import json
 import posixpath
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,11 +46,20 @@ from dflashctl.diagnose_facts import (
     read_log_facts,
     tokenizer_mask_finding,
 )
-from dflashctl.errors import DflashError, EngineError, InputError, ServerError, UsageError
+from dflashctl.diagnose_measure import (
+    NO_DRAFTS,
+    NOT_CONFIGURED,
+    SPECULATING,
+    Progress,
+    Side,
+    measure_in_process,
+    measure_on_host,
+    measure_server,
+    pool,
+    rounded,
+)
+from dflashctl.errors import DflashError, InputError, ServerError, UsageError
 from dflashctl.fixtures import Prompt, load_prompts
-from dflashctl.metrics.window import SpecWindow, aggregate
-
-Progress = Callable[[str], None]
 
 VERDICTS = ("healthy", "config", "engine", "drafter")
 DEFAULT_MAX_TOKENS = 128
@@ -64,15 +71,6 @@ DEFAULT_FLOOR = 1.5
 ENGINE_GAP = 0.75
 MIN_GAP = 0.25
 MIN_DRAFTS = 8  # fewer drafts on a side than this: the comparison is noisy (a warning)
-
-SPECULATING, NOT_CONFIGURED, NO_DRAFTS, UNREADABLE, NO_LINES = (
-    "speculating",
-    "not_configured",
-    "no_drafts",
-    "unreadable",
-    "no_lines",
-)
-
 
 # ---- options and prompts ----------------------------------------------------------------------
 
@@ -164,92 +162,6 @@ def load_prompt_file(path: Path) -> list[Prompt]:
     return out
 
 
-# ---- what each side measured ----------------------------------------------------------------
-
-
-@dataclass
-class Answer:
-    """One prompt's greedy answer on one side."""
-
-    prompt_id: str
-    text: str = ""
-    completion_tokens: int | None = None
-    prompt_tokens: int | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    token_ids: list[int] | None = None  # the in-process reference only
-    window: SpecWindow | None = None  # this request's drafts (None: not measured per request)
-    seconds: float | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def to_json(self) -> dict[str, Any]:
-        w = self.window
-        return {
-            "prompt_id": self.prompt_id,
-            "ok": self.ok,
-            "error": self.error,
-            "text": self.text,
-            "completion_tokens": self.completion_tokens,
-            "prompt_tokens": self.prompt_tokens,
-            "finish_reason": self.finish_reason,
-            "mean_acceptance_length": _r(w.mean_acceptance_length, 4) if w else None,
-            "num_drafts": w.num_drafts if w else None,
-            "seconds": _r(self.seconds, 3),
-        }
-
-
-@dataclass
-class Side:
-    """Production or reference: where, which engine, what it answered and accepted."""
-
-    role: str  # production | reference
-    where: str
-    engine: str | None = None
-    version: str | None = None
-    build: str | None = None
-    model: str | None = None  # the served model name
-    source: str = ""  # how acceptance was measured
-    state: str = SPECULATING
-    answers: list[Answer] = field(default_factory=list)
-    window: SpecWindow | None = None  # all prompts pooled
-    num_speculative_tokens: int | None = None
-    dtype: str | None = None
-    log: LogFacts | None = None
-    notes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        w = self.window
-        return {
-            "where": self.where,
-            "engine": self.engine,
-            "version": self.version,
-            "build": self.build,
-            "model": self.model,
-            "source": self.source,
-            "state": self.state,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "dtype": self.dtype,
-            "mean_acceptance_length": _r(w.mean_acceptance_length, 4) if w else None,
-            "per_position": [round(p, 4) for p in w.per_position] if w and w.per_position else None,
-            "draft_acceptance_rate": _r(w.draft_acceptance_rate, 4) if w else None,
-            "num_drafts": w.num_drafts if w else None,
-            "accepted_tokens": w.accepted_tokens if w else None,
-            "drafted_tokens": w.drafted_tokens if w else None,
-            "requests": [a.to_json() for a in self.answers],
-            "log": self.log.to_json() if self.log else None,
-            "notes": self.notes,
-            "seconds": round(self.seconds, 2),
-        }
-
-
-def _r(x: float | None, nd: int) -> float | None:
-    return None if x is None or x != x else round(x, nd)
-
-
 # ---- comparing the greedy texts -------------------------------------------------------------
 
 
@@ -273,8 +185,8 @@ class PromptComparison:
             else {"char": self.char, "token": self.token},
             "production_excerpt": self.production_excerpt or None,
             "reference_excerpt": self.reference_excerpt or None,
-            "production_mean_acceptance_length": _r(self.production_length, 4),
-            "reference_mean_acceptance_length": _r(self.reference_length, 4),
+            "production_mean_acceptance_length": rounded(self.production_length, 4),
+            "reference_mean_acceptance_length": rounded(self.reference_length, 4),
         }
 
 
@@ -522,8 +434,8 @@ class DiagnoseReport:
                 "basis": fig.basis,
                 "prompts": fig.prompts,
                 "same_text_prompts": fig.same_text,
-                "production_mean_acceptance_length": _r(fig.production, 4),
-                "reference_mean_acceptance_length": _r(fig.reference, 4),
+                "production_mean_acceptance_length": rounded(fig.production, 4),
+                "reference_mean_acceptance_length": rounded(fig.reference, 4),
                 "production_per_position": [round(x, 4) for x in fig.production_per_position],
                 "reference_per_position": [round(x, 4) for x in fig.reference_per_position],
                 "per_prompt": [c.to_json() for c in self.comparisons],
@@ -532,302 +444,6 @@ class DiagnoseReport:
             "config_checked": self.config_checked,
             "max_tokens": self.max_tokens,
         }
-
-
-# ---- measuring a server ---------------------------------------------------------------------
-
-
-def _spec_window(stats: Any) -> SpecWindow | None:
-    """`engine.generate.SpecStats` → a window with vLLM's definitions."""
-    if not stats.num_drafts:
-        return None
-    w = SpecWindow(engine="local", format="in-process")
-    w.num_drafts = stats.num_drafts
-    w.accepted_tokens = stats.num_accepted_tokens
-    w.drafted_tokens = stats.num_draft_tokens
-    w.mean_acceptance_length = stats.mean_acceptance_length
-    if stats.num_draft_tokens:
-        w.draft_acceptance_rate = stats.num_accepted_tokens / stats.num_draft_tokens
-    w.per_position = [n / stats.num_drafts for n in stats.accepted_per_pos]
-    return w
-
-
-def _pool(windows: list[SpecWindow | None]) -> SpecWindow | None:
-    ws = [w for w in windows if w is not None]
-    if not ws:
-        return None
-    return aggregate(ws) if len(ws) > 1 else ws[0]
-
-
-def _server_identity(client: Any, base: str) -> tuple[str | None, str | None]:
-    """(engine, version) from GET /version: the bundled engine answers `dflashctl-X`, vLLM its
-    version; anything else is not known."""
-    import httpx
-
-    try:
-        r = client.get(f"{base}/version")
-        data = r.json() if r.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
-        return None, None
-    v = data.get("version") if isinstance(data, dict) else None
-    if not isinstance(v, str):
-        return None, None
-    if v.startswith("dflashctl-"):
-        return "local", v.removeprefix("dflashctl-")
-    return None, v
-
-
-def measure_server(
-    side: Side,
-    base: str,
-    prompts: list[Prompt],
-    *,
-    max_tokens: int,
-    timeout: float,
-    log: Any = None,
-    log_where: str = "",
-    log_interval: float = 10.0,
-    say: Progress,
-    sleep: Callable[[float], None] = time.sleep,
-) -> None:
-    """Send each prompt (streamed, temperature 0) and read the drafts of exactly that request
-    from /metrics (counter deltas); without usable /metrics, the log lines over all requests."""
-    from dflashctl.metrics import prom
-    from dflashctl.metrics.alarms import Thresholds
-    from dflashctl.smoke.client import list_models, make_client, stream_chat
-    from dflashctl.smoke.spec import LogProbe, PromProbe
-
-    th = Thresholds(url=base)
-    murl = f"{base}/metrics"
-    t0 = time.monotonic()
-    with make_client(timeout) as client:
-        ids, err, hint = list_models(client, base)
-        if err:
-            raise ServerError(f"{side.role} server {base}: {err}", hint)
-        side.model = ids[0]
-        engine, version = _server_identity(client, base)
-        use_prom = False
-        try:
-            reading = prom.parse_reading(
-                prom.fetch_text(murl, min(timeout, 10.0)),
-                at=datetime.now(),
-                monotonic=time.monotonic(),
-                url=murl,
-            )
-            use_prom = reading.has_vllm or reading.has_sglang
-            if reading.has_sglang and engine is None:
-                engine = "sglang"
-            if reading.has_vllm and engine is None:
-                engine = "vllm"
-        except ServerError as e:
-            side.notes.append(f"/metrics unusable: {e.message}")
-        side.engine, side.version = engine, version
-        log_probe = None
-        if not use_prom:
-            if log is None:
-                side.state = UNREADABLE
-                side.notes.append(
-                    "no spec-decode counters at /metrics and no --log: acceptance not measured"
-                )
-            else:
-                log_probe = LogProbe(log, log_where, interval=log_interval, th=th, sleep=sleep)
-                log_probe.start()
-        side.source = "prometheus" if use_prom else ("log" if log_probe else "none")
-        states: list[str] = []
-        for p in prompts:
-            say(f"{side.role}: {p.id} (up to {max_tokens} tokens, temperature 0)")
-            probe = None
-            if use_prom:
-                probe = PromProbe(
-                    murl, timeout=min(timeout, 10.0), explicit=True, th=th, sleep=sleep
-                )
-                probe.start()
-            c = stream_chat(client, base, side.model, p.id, p.text, max_tokens=max_tokens,
-                            timeout=timeout)  # fmt: skip
-            a = Answer(
-                p.id,
-                c.text,
-                c.completion_tokens,
-                c.prompt_tokens,
-                c.finish_reason,
-                c.error,
-                seconds=c.total_s,
-            )
-            side.answers.append(a)
-            if c.ok and probe is not None:
-                res = probe.finish(c.completion_tokens)
-                a.window = res.window
-                states.append(res.state)
-                side.notes += [n for n in res.notes if n not in side.notes]
-        if log_probe is not None:
-            log_probe.mark_end()
-            if any(a.ok for a in side.answers):
-                res = log_probe.finish()
-                side.window, side.state = res.window, res.state
-                side.notes += res.notes
-                if res.message:
-                    side.notes.append(res.message)
-        elif use_prom:
-            side.window = _pool([a.window for a in side.answers])
-            if side.window is not None:
-                side.state = SPECULATING
-            elif states and all(s == NOT_CONFIGURED for s in states):
-                side.state = NOT_CONFIGURED
-            elif states:
-                side.state = NO_DRAFTS
-            else:
-                side.state = UNREADABLE
-    side.seconds = time.monotonic() - t0
-    if side.window is not None and side.window.per_position:
-        side.num_speculative_tokens = len(side.window.per_position)
-
-
-def measure_in_process(
-    side: Side,
-    model: Path,
-    drafter: Path,
-    prompts: list[Prompt],
-    *,
-    max_tokens: int,
-    k: int | None,
-    dtype: str,
-    say: Progress,
-) -> Callable[[list[int]], str]:
-    """The bundled engine in this process (float32 on CPU unless --dtype): per-prompt greedy
-    tokens and drafts. Returns the tokenizer's decode (for token positions)."""
-    import torch
-
-    from dflashctl.engine.generate import Engine, SpecStats
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if dtype == "auto":
-        dtype = "bfloat16" if device == "cuda" else "float32"
-    t0 = time.monotonic()
-    say(f"reference: loading the bundled engine ({device}, {dtype}, K={k or 'block size − 1'})")
-    from dflashctl.engine.tokenizer import ChatTokenizer
-
-    tok = ChatTokenizer(model)
-    chats = [tok.apply_chat_template([{"role": "user", "content": p.text}]) for p in prompts]
-    # the static caches (and each step's attention) span max_model_len: keep it to what is used
-    need = max(len(ids) for ids in chats) + max_tokens + 16
-    engine = Engine.load(
-        model,
-        drafter,
-        device=device,
-        dtype=getattr(torch, dtype),
-        max_model_len=need,
-        num_speculative_tokens=k,
-    )
-    side.engine, side.dtype = "local", dtype
-    side.num_speculative_tokens = engine.k
-    from dflashctl import __version__
-
-    side.version = __version__
-    side.source = "in-process SpecStats"
-    for p, ids in zip(prompts, chats, strict=True):
-        say(f"reference: {p.id}")
-        t1 = time.monotonic()
-        stats = SpecStats()
-        tokens = [t for chunk in engine.stream(ids, max_tokens, stats) for t in chunk]
-        finish = "stop" if tokens and tokens[-1] in engine.eos_ids else "length"
-        side.answers.append(
-            Answer(
-                p.id,
-                engine.tokenizer.decode(tokens),
-                len(tokens),
-                len(ids),
-                finish,
-                token_ids=tokens,
-                window=_spec_window(stats),
-                seconds=time.monotonic() - t1,
-            )
-        )
-    side.window = _pool([a.window for a in side.answers])
-    side.state = SPECULATING if side.window is not None else NO_DRAFTS
-    side.seconds = time.monotonic() - t0
-    return engine.tokenizer.decode
-
-
-def _free_remote_port(host: Any) -> int:
-    rng = random.Random()
-    for _ in range(20):
-        port = rng.randint(20000, 60000)
-        if host.port_holder(port) is None:
-            return port
-    raise DflashError(f"found no free port on {host.label} for the reference engine")
-
-
-def measure_on_host(
-    side: Side,
-    host: Any,
-    opts: DiagnoseOptions,
-    prompts: list[Prompt],
-    production: Side,
-    *,
-    k: int | None,
-    say: Progress,
-) -> None:
-    """The bundled engine launched on `host` (serve's launch, on the host's paths), bound to
-    127.0.0.1 there and reached through an SSH forward; stopped by pid afterwards."""
-    from dflashctl.serve import state
-    from dflashctl.serve.control import stop_on_host
-    from dflashctl.serve.launch import Event, ServeOptions, launch, plan
-    from dflashctl.tunnel import Tunnel
-
-    port = _free_remote_port(host)
-    name = f"diagnose-ref-{port}"
-    longest = max((a.prompt_tokens or 0 for a in production.answers), default=0)
-    need = max(longest + opts.max_tokens + 64, 512)
-    extra = ["--log-interval", "1", "--max-model-len", str(need)]
-    if opts.dtype != "auto":
-        extra += ["--dtype", opts.dtype]
-    so = ServeOptions(
-        engine="local",
-        model=opts.model,
-        drafter=opts.drafter,
-        host=opts.host,
-        port=port,
-        bind="127.0.0.1",
-        name=name,
-        num_speculative_tokens=k,
-        python=opts.python,
-        extra_args=extra,
-        verify=False,  # diagnose checks the config itself, and judges rather than refuses
-        force=True,
-        ready_timeout=opts.ready_timeout,
-    )
-
-    def on_event(ev: Event) -> None:
-        if ev.kind in ("step", "note"):
-            say(f"reference on {host.label}: {ev.message}")
-
-    res = launch(plan(so, host), host, on_event=on_event)
-    if not res.ok:
-        raise EngineError(
-            f"the reference engine did not start on {host.label}: {res.reason}",
-            (res.hint or "")
-            + (f" (log {res.log})" if res.log else "")
-            + ("; " + " | ".join(res.lines[-3:]) if res.lines else ""),
-        )
-    try:
-        with Tunnel(lambda: host.transport, "127.0.0.1", port) as local_port:
-            measure_server(
-                side,
-                f"http://127.0.0.1:{local_port}",
-                prompts,
-                max_tokens=opts.max_tokens,
-                timeout=opts.timeout,
-                say=say,
-            )
-    finally:
-        dep = state.load(name)
-        if dep is not None:
-            try:
-                stop_on_host(host, dep, grace=5.0)
-            finally:
-                state.remove(name)
-    side.where = f"{host.label}: bundled engine on 127.0.0.1:{port} (through an SSH forward)"
-    side.dtype = opts.dtype if opts.dtype != "auto" else "auto (float32 on CPU, bf16 on GPU)"
 
 
 # ---- the checkpoints -------------------------------------------------------------------------
@@ -899,6 +515,34 @@ def run_diagnose(
         return _run(opts, host, url, prompts, say, sleep)
 
 
+@dataclass
+class _Checkpoints:
+    """The target and drafter directories (absolute, on the host) and what their configs say."""
+
+    model: str
+    drafter: str
+    cfg: dict[str, Any]
+    n_layers: int | None
+    cfg_source: str  # where the drafter's config.json is, for messages
+
+
+def _checkpoints(host: Any, opts: DiagnoseOptions) -> _Checkpoints:
+    from dflashctl.dflash_config import target_text_config
+
+    def absolute(path: str) -> str:
+        return str(Path(path).resolve()) if host.is_local else host.abspath(path)
+
+    model, drafter = absolute(opts.model), absolute(opts.drafter)
+    for label, d in (("--model", model), ("--drafter", drafter)):
+        if not host.is_dir(d):
+            raise InputError(f"{label} {host.where(d)} is not a directory")
+    cfg = _read_json(host, posixpath.join(drafter, "config.json"), "drafter config")
+    t_cfg = _read_json(host, posixpath.join(model, "config.json"), "model config")
+    n = target_text_config(t_cfg).get("num_hidden_layers")
+    where = host.where(posixpath.join(drafter, "config.json"))
+    return _Checkpoints(model, drafter, cfg, n if isinstance(n, int) else None, where)
+
+
 def _run(
     opts: DiagnoseOptions,
     host: Any,
@@ -907,24 +551,12 @@ def _run(
     say: Progress,
     sleep: Callable[[float], None],
 ) -> DiagnoseReport:
-    from dflashctl.config_check import run_verify
-    from dflashctl.dflash_config import resolve, target_text_config
-
-    model = host.abspath(opts.model) if not host.is_local else str(Path(opts.model).resolve())
-    drafter = host.abspath(opts.drafter) if not host.is_local else str(Path(opts.drafter).resolve())
-    for label, d in (("--model", model), ("--drafter", drafter)):
-        if not host.is_dir(d):
-            raise InputError(f"{label} {host.where(d)} is not a directory")
-    cfg = _read_json(host, posixpath.join(drafter, "config.json"), "drafter config")
-    t_cfg = _read_json(host, posixpath.join(model, "config.json"), "model config")
-    n_layers = target_text_config(t_cfg).get("num_hidden_layers")
-    n_layers = n_layers if isinstance(n_layers, int) else None
-    cfg_source = host.where(posixpath.join(drafter, "config.json"))
+    ck = _checkpoints(host, opts)
 
     # The production server's log: a missing or unreadable --log is exit 2, before any request.
     log_obj: Any = None
     facts: LogFacts | None = None
-    size_before = None
+    size_before = 0
     if opts.log is not None:
         from dflashctl.smoke.spec import HostLog, LocalLog
 
@@ -962,8 +594,8 @@ def _run(
     if host.is_local:
         decode = measure_in_process(
             reference,
-            Path(model),
-            Path(drafter),
+            Path(ck.model),
+            Path(ck.drafter),
             prompts,
             max_tokens=opts.max_tokens,
             k=k,
@@ -971,92 +603,143 @@ def _run(
             say=say,
         )
     else:
-        measure_on_host(reference, host, opts, prompts, production, k=k, say=say)
+        measure_on_host(
+            reference,
+            host,
+            prompts,
+            production,
+            model=opts.model,
+            drafter=opts.drafter,
+            host_spec=opts.host,
+            k=k,
+            dtype=opts.dtype,
+            python=opts.python,
+            max_tokens=opts.max_tokens,
+            timeout=opts.timeout,
+            ready_timeout=opts.ready_timeout,
+            say=say,
+        )
 
     findings: list[Finding] = []
-    # Is the log this server's, and did it see our requests?
-    use_facts = False
-    if facts is not None and log_obj is not None and size_before is not None:
+    trusted: LogFacts | None = None
+    if facts is not None:
         grew = log_obj.size() > size_before
-        if not grew:  # stats lines come every interval: give it one
-            deadline = time.monotonic() + opts.log_interval
-            while not grew and time.monotonic() < deadline:
-                sleep(0.25)
-                grew = log_obj.size() > size_before
-        use_facts, log_findings = log_trust_findings(facts, _url_port(url), grew)
+        deadline = time.monotonic() + opts.log_interval
+        while not grew and time.monotonic() < deadline:  # stats lines come every interval
+            sleep(0.25)
+            grew = log_obj.size() > size_before
+        use, log_findings = log_trust_findings(facts, _url_port(url), grew)
         findings += log_findings
         production.log = facts
-        if use_facts:
+        if use:
+            trusted = facts
             production.engine = facts.engine or production.engine
             production.version = facts.version or production.version
             production.build = facts.build
 
-    # Config: verify-config, the effective config, the mask token against the tokenizer.
-    engine_for_rules = (
-        production.engine if production.engine in ("vllm", "sglang", "local") else "vllm"
+    checked: list[str] = []
+    config, entry = _config_findings(host, opts, ck, production, trusted, checked, say)
+    findings += config
+    comparisons = compare(production, reference, decode)
+    findings += _text_findings(production, reference, comparisons)
+
+    figures = _figures(production, reference, comparisons)
+    floor = _floor(opts, entry)
+    verdict, more = judge(figures, floor, findings)
+    findings += more
+    if production.engine in ("vllm", "sglang"):
+        findings += _engine_defects(host, opts, ck, production, verdict, trusted, checked)
+    order = {PROBLEM: 0, WARNING: 1, NOTE: 2}
+    findings.sort(key=lambda f: order.get(f.severity, 3))
+    return DiagnoseReport(
+        verdict,
+        production,
+        reference,
+        findings,
+        comparisons,
+        figures,
+        floor,
+        checked,
+        opts.max_tokens,
     )
-    say(f"verify-config on {cfg_source} (engine {engine_for_rules})")
-    checked = [
-        f"verify-config {cfg_source} --target {host.where(model)} --engine {engine_for_rules}"
-    ]
-    report = run_verify(Path(drafter), target=Path(model), engine=engine_for_rules, host=opts.host)
+
+
+def _config_findings(
+    host: Any,
+    opts: DiagnoseOptions,
+    ck: _Checkpoints,
+    production: Side,
+    facts: LogFacts | None,
+    checked: list[str],
+    say: Progress,
+) -> tuple[list[Finding], Any]:
+    """verify-config, the server's effective config (from trusted log facts) against the file,
+    and the mask token against the target's tokenizer. Returns (findings, registry entry)."""
+    from dflashctl.config_check import run_verify
+    from dflashctl.dflash_config import resolve
+
+    out: list[Finding] = []
+    engine = production.engine if production.engine in ("vllm", "sglang", "local") else "vllm"
+    say(f"verify-config on {ck.cfg_source} (engine {engine})")
+    checked.append(
+        f"verify-config {ck.cfg_source} --target {host.where(ck.model)} --engine {engine}"
+    )
+    report = run_verify(Path(ck.drafter), target=Path(ck.model), engine=engine, host=opts.host)
+    fix = f"dflashctl verify-config {opts.drafter} --fix"
+    fix += f" --drafter {report.entry.name}" if report.entry else ""
+    fix += f" --host {opts.host}" if opts.host else ""
     for c in report.checks:
         if c.failed:
-            findings.append(
-                Finding(
-                    "config",
-                    f"verify-config: {c.field} is {c.status}: found "
-                    + json.dumps(c.found, default=str)
-                    + (
-                        f", expected {json.dumps(c.expected, default=str)}"
-                        if c.expected is not None
-                        else ""
-                    ),
-                    [c.hint] if c.hint else [],
-                    fix=f"dflashctl verify-config {opts.drafter} --fix"
-                    + (f" --drafter {report.entry.name}" if report.entry else "")
-                    + (f" --host {opts.host}" if opts.host else ""),
-                )
+            msg = (
+                f"verify-config: {c.field} is {c.status}: found {json.dumps(c.found, default=str)}"
             )
-    runner = "v2" if production.engine == "local" else "v1"
-    resolved = resolve(cfg, n_layers, runner)
-    if facts is not None and use_facts:
+            if c.expected is not None:
+                msg += f", expected {json.dumps(c.expected, default=str)}"
+            out.append(Finding("config", msg, [c.hint] if c.hint else [], fix=fix))
+    # the bundled engine resolves like vLLM's V2 runner; vLLM's CPU build and default: V1
+    resolved = resolve(ck.cfg, ck.n_layers, "v2" if production.engine == "local" else "v1")
+    if facts is not None:
         checked.append(f"the server's start-up lines in {facts.path}")
-        findings += effective_config_findings(facts, resolved, drafter, cfg_source)
-        served_cfg = None
+        out += effective_config_findings(facts, resolved, ck.drafter, ck.cfg_source)
+        served = None
         if facts.drafter_path:
             try:
-                served_cfg = _read_json(
+                served = _read_json(
                     host, posixpath.join(facts.drafter_path, "config.json"), "served config"
                 )
             except DflashError:
-                served_cfg = None
-        f = drafter_path_finding(facts, drafter, served_cfg, cfg)
+                served = None
+        f = drafter_path_finding(facts, ck.drafter, served, ck.cfg)
         if f is not None:
-            findings.append(f)
-    tok_path = posixpath.join(model, "tokenizer.json")
+            out.append(f)
+    tok_path = posixpath.join(ck.model, "tokenizer.json")
     if host.stat(tok_path) is not None:
         checked.append(f"mask token against {host.where(tok_path)}")
         try:
             tok = _read_json(host, tok_path, "tokenizer", 256 << 20)
         except DflashError as e:
-            findings.append(Finding("config", f"tokenizer not read: {e.message}", [], NOTE))
+            out.append(Finding("config", f"tokenizer not read: {e.message}", [], NOTE))
         else:
-            f = tokenizer_mask_finding(tok, resolved, cfg_source)
+            f = tokenizer_mask_finding(tok, resolved, ck.cfg_source)
             if f is not None:
-                findings.append(f)
+                out.append(f)
+    return out, report.entry
 
-    # Prompt tokenization and greedy text.
-    comparisons = compare(production, reference, decode)
+
+def _text_findings(
+    production: Side, reference: Side, comparisons: list[PromptComparison]
+) -> list[Finding]:
+    """Prompts tokenized differently, greedy texts that differ, requests production failed."""
+    out: list[Finding] = []
     for pa, ra in zip(production.answers, reference.answers, strict=False):
         pt, rt = pa.prompt_tokens, ra.prompt_tokens
         if pt is not None and rt is not None and pt != rt:
-            findings.append(
+            out.append(
                 Finding(
                     "text",
-                    f"{pa.prompt_id}: production counts {pa.prompt_tokens} prompt tokens, "
-                    f"the reference {ra.prompt_tokens}: the chat template or tokenizer "
-                    "differs, so the engines do not see the same prompt",
+                    f"{pa.prompt_id}: production counts {pt} prompt tokens, the reference {rt}: "
+                    "the chat template or tokenizer differs, so the engines do not see the same "
+                    "prompt",
                     [],
                     WARNING,
                     "serve the target directory's own tokenizer and chat template",
@@ -1064,7 +747,7 @@ def _run(
             )
     diverged = [c for c in comparisons if c.same_text is False]
     if diverged:
-        findings.append(
+        out.append(
             Finding(
                 "text",
                 f"the greedy text differs between the engines on {len(diverged)} of "
@@ -1083,61 +766,50 @@ def _run(
         )
     failed = [a for a in production.answers if not a.ok]
     if failed:
-        findings.append(
+        out.append(
             Finding(
                 "production",
-                f"the production server failed {len(failed)} of {len(prompts)} requests",
+                f"the production server failed {len(failed)} of {len(production.answers)} requests",
                 [f"{a.prompt_id}: {a.error}" for a in failed],
                 WARNING,
             )
         )
+    return out
 
-    figures = _figures(production, reference, comparisons)
-    floor = _floor(opts, report.entry)
-    verdict, more = judge(figures, floor, findings)
-    findings += more
 
-    # Known engine defects for the production engine.
-    if production.engine in ("vllm", "sglang"):
-        from dflashctl.defects import Facts
+def _engine_defects(
+    host: Any,
+    opts: DiagnoseOptions,
+    ck: _Checkpoints,
+    production: Side,
+    verdict: str,
+    facts: LogFacts | None,
+    checked: list[str],
+) -> list[Finding]:
+    """The catalogue's known defects of the production engine that can lower acceptance."""
+    from dflashctl.defects import Facts
 
-        k_norm = None
-        if not host.is_local:
-            k_norm = _remote_k_norm(host, opts.python or host.python, drafter)
-        dfacts = Facts(
-            engine=production.engine,
-            version=production.version,
-            build=production.build,
-            drafter_config=cfg,
-            drafter_dir=Path(drafter) if host.is_local else None,
-            num_target_layers=n_layers,
-            k_norm=k_norm,
-        )
-        try:
-            matches = match_defects(dfacts)
-        except DflashError as e:
-            matches = []
-            findings.append(
-                Finding("engine", f"defect catalogue not matched: {e.message}", [], NOTE)
-            )
-        findings += defect_findings(matches, verdict, facts if use_facts else None)
-        checked.append(
-            f"known engine defects for {production.engine} {production.version or '(version ?)'}"
-            f" ({production.build or 'build ?'})"
-        )
-    order = {PROBLEM: 0, WARNING: 1, NOTE: 2}
-    findings.sort(key=lambda f: order.get(f.severity, 3))
-    return DiagnoseReport(
-        verdict,
-        production,
-        reference,
-        findings,
-        comparisons,
-        figures,
-        floor,
-        checked,
-        opts.max_tokens,
+    k_norm = None
+    if not host.is_local:
+        k_norm = _remote_k_norm(host, opts.python or host.python, ck.drafter)
+    dfacts = Facts(
+        engine=str(production.engine),
+        version=production.version,
+        build=production.build,
+        drafter_config=ck.cfg,
+        drafter_dir=Path(ck.drafter) if host.is_local else None,
+        num_target_layers=ck.n_layers,
+        k_norm=k_norm,
     )
+    checked.append(
+        f"known engine defects for {production.engine} {production.version or '(version ?)'}"
+        f" ({production.build or 'build ?'})"
+    )
+    try:
+        matches = match_defects(dfacts)
+    except DflashError as e:
+        return [Finding("engine", f"defect catalogue not matched: {e.message}", [], NOTE)]
+    return defect_findings(matches, verdict, facts)
 
 
 def match_defects(facts: Any) -> list[Any]:
@@ -1184,8 +856,8 @@ def _figures(production: Side, reference: Side, comparisons: list[PromptComparis
     pw, rw = production.window, reference.window
     if per_request and same and len(same) < len(answered):
         ids = {c.prompt_id for c in same}
-        pw = _pool([a.window for a in production.answers if a.prompt_id in ids])
-        rw = _pool([a.window for a in reference.answers if a.prompt_id in ids])
+        pw = pool([a.window for a in production.answers if a.prompt_id in ids])
+        rw = pool([a.window for a in reference.answers if a.prompt_id in ids])
         basis = "same-text prompts"
     elif same and len(same) == len(answered):
         basis = "same-text prompts"
