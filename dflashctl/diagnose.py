@@ -25,6 +25,7 @@ errors (exit 2), never prints.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import time
 from collections.abc import Callable
@@ -560,7 +561,7 @@ def _run(
     if opts.log is not None:
         from dflashctl.smoke.spec import HostLog, LocalLog
 
-        log_path = opts.log if host.is_local else host.abspath(opts.log)
+        log_path = os.path.abspath(opts.log) if host.is_local else host.abspath(opts.log)
         log_obj = LocalLog(Path(log_path)) if host.is_local else HostLog(host, log_path)
         size_before = log_obj.size()
         say(f"reading the start-up lines of {host.where(log_path)}")

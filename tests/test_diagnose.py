@@ -18,6 +18,7 @@ No mocks. The machine is shared with a training run: torch runs single-threaded 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,8 +95,14 @@ def test_random_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, pair
     target, drafter = pair
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("def add(a, b):\nWrite a haiku about rivers.\nSort a list in Python.\n")
-    with served(target, drafter, "dg-random") as (url, _log):
-        code, data = diagnose(monkeypatch, capsys, url, target, drafter, "--prompts", str(prompts))
+    with served(target, drafter, "dg-random") as (url, log):
+        # relative paths are relative to the working directory, --log included
+        monkeypatch.chdir(target.parent)
+        rel = os.path.relpath(log, target.parent)
+        code, data = diagnose(
+            monkeypatch, capsys, url, Path("target"), Path("drafter"), "--prompts",
+            str(prompts), "--log", rel,
+        )  # fmt: skip
     assert code == 1 and data["verdict"] == "drafter", data["findings"]
     (d,) = problems(data, "drafter")
     assert "both engines agree" in d["message"] and "default floor" in d["message"]
@@ -104,6 +111,7 @@ def test_random_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, pair
     assert p["mean_acceptance_length"] == r["mean_acceptance_length"] == 1.0
     assert p["num_drafts"] == r["num_drafts"] > 0  # the same drafts, request by request
     assert data["comparison"]["same_text_prompts"] == 3
+    assert data["production"]["log"]["path"] == log
 
 
 def test_stale_mask_is_a_config_problem(monkeypatch, capsys, pair, tmp_path):
