@@ -102,10 +102,20 @@ class TestShippedEntries:
             assert repo in repos
 
     def test_no_invented_pins(self):
-        """Only the revision our sources give; no sha256 anywhere until one is verified."""
+        """Only the revision our sources give; no sha256 until one is verified — except the
+        embedded demo pair's, which must be the hashes of the files we ship."""
+        import hashlib
+
         entries = registry.all_entries()
         assert {e.revision for e in entries if e.revision} == {INCOAI_REVISION}
-        assert all(f.sha256 is None for e in entries for f in e.files)
+        others = [e for e in entries if e.name != "demo"]
+        assert all(f.sha256 is None for e in others for f in e.files)
+        demo = registry.get_entry("demo")
+        shipped = REPO / "dflashctl" / "assets" / "demo" / "drafter"
+        assert {f.path for f in demo.files} == {p.name for p in shipped.iterdir()}
+        for f in demo.files:
+            data = (shipped / f.path).read_bytes()
+            assert f.sha256 == hashlib.sha256(data).hexdigest() and f.size == len(data)
 
     def test_unconfirmed_values_are_marked(self):
         coder = registry.get_entry("qwen3-coder-30b-a3b-dflash")

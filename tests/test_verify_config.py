@@ -565,7 +565,7 @@ class TestCli:
         [
             (["--engine", "tgi"], "unknown engine 'tgi'"),
             (["--drafter", "qwen3.6-27b"], "unknown drafter 'qwen3.6-27b'"),
-            (["--host", "gpu-box"], "--host` is not built yet"),
+            (["--host", "gpu-box.invalid"], "unknown host name 'gpu-box.invalid'"),
         ],
     )
     def test_exit_code_2(self, monkeypatch, capsys, tmp_path: Path, extra, needle):
