@@ -113,8 +113,9 @@ def run_demo(
     report = DemoReport(run=run, quick=quick, next_commands=NEXT_COMMANDS)
     if quick or not run.ok:
         return report
+    baseline = run.hosts[0].mean_acceptance_length if run.hosts else None
     with tempfile.TemporaryDirectory(prefix="dflashctl-demo-") as tmp:
-        _field_story(Path(tmp), assets, report, on_story)
+        _field_story(Path(tmp), assets, report, on_story, baseline)
     return report
 
 
@@ -128,7 +129,19 @@ def _timed(report: DemoReport, on_story: OnStory | None, fn: Callable[[], StoryS
     return step.ok
 
 
-def _field_story(tmp: Path, assets: Path, report: DemoReport, on_story: OnStory | None) -> None:
+# The stale run is judged against the healthy run on the same prompts: an alarm below this
+# fraction of the healthy mean acceptance length (a user compares with a known-good run the same
+# way: dflashctl smoke URL --min-acceptance-length X).
+BASELINE_FRACTION = 0.8
+
+
+def _field_story(
+    tmp: Path,
+    assets: Path,
+    report: DemoReport,
+    on_story: OnStory | None,
+    baseline: float | None,
+) -> None:
     from dflashctl.stale import ALL, REWRITES, write_stale_copy
 
     drafter = tmp / "drafter"
@@ -144,28 +157,33 @@ def _field_story(tmp: Path, assets: Path, report: DemoReport, on_story: OnStory 
 
     if not _timed(report, on_story, stale_copy):
         return
-    stale = _serve_and_smoke(assets, drafter, "demo-stale")
+    floor = round(BASELINE_FRACTION * baseline, 2) if baseline else None
+    stale: dict[str, Any] = {}
 
     def serve_stale() -> StoryStep:
+        stale.update(_serve_and_smoke(assets, drafter, "demo-stale", floor))
         tau = stale.get("mean_acceptance_length")
         alarms = stale.get("alarms", [])
-        collapsed = any(a["kind"] == "collapse" for a in alarms)
         details = [f"alarm {a['kind']}: {a['message']}" for a in alarms]
         for a in alarms[:1]:
             details += [f"likely cause: {c['cause']} (check: {c['check']})" for c in a["causes"]]
         if stale.get("error"):
             details.append(stale["error"])
-        text = stale.get("excerpt", "")
+        if tau is None:
+            return StoryStep(
+                "serve the stale drafter", False, "no acceptance measured", details=details
+            )
+        kinds = ", ".join(dict.fromkeys(a["kind"] for a in alarms)) or "no alarm"
+        was = f", down from {baseline:.2f} on the same prompts" if baseline else ""
         return StoryStep(
             "serve the stale drafter",
-            collapsed,
-            f"answers ({text!r}), but mean acceptance length "
-            f"{tau:.2f}: {'collapse alarm' if collapsed else 'no collapse alarm'}"
-            if tau is not None
-            else "no acceptance measured",
+            bool(alarms),
+            f"answers {stale.get('excerpt', '')!r}, but mean acceptance length {tau:.2f}{was}: "
+            f"{kinds}",
             details=details,
-            figures={"mean_acceptance_length": tau, "decode_tokens_per_s": stale.get("tps")},
-        )
+            figures={"mean_acceptance_length": tau, "decode_tokens_per_s": stale.get("tps"),
+                     "alarm_below": floor},
+        )  # fmt: skip
 
     _timed(report, on_story, serve_stale)
 
@@ -200,9 +218,10 @@ def _field_story(tmp: Path, assets: Path, report: DemoReport, on_story: OnStory 
 
     if not _timed(report, on_story, fix):
         return
-    fixed = _serve_and_smoke(assets, drafter, "demo-fixed")
+    fixed: dict[str, Any] = {}
 
     def serve_fixed() -> StoryStep:
+        fixed.update(_serve_and_smoke(assets, drafter, "demo-fixed", floor))
         tau = fixed.get("mean_acceptance_length")
         before = stale.get("mean_acceptance_length")
         healthy = fixed.get("ok", False)
@@ -222,7 +241,9 @@ def _field_story(tmp: Path, assets: Path, report: DemoReport, on_story: OnStory 
     _timed(report, on_story, serve_fixed)
 
 
-def _serve_and_smoke(assets: Path, drafter: Path, name: str) -> dict[str, Any]:
+def _serve_and_smoke(
+    assets: Path, drafter: Path, name: str, min_acceptance_length: float | None
+) -> dict[str, Any]:
     """Launch the bundled engine on (demo target, drafter) without the pre-launch check — the
     field team did not have one — smoke it, stop it. Returns the figures."""
     from dflashctl.hosts import open_host
@@ -249,7 +270,11 @@ def _serve_and_smoke(assets: Path, drafter: Path, name: str) -> dict[str, Any]:
             return {"error": f"the server did not start: {res.reason}"}
         try:
             smoke = SmokeOptions(
-                target=name, max_tokens=128, drafter=DEMO_REGISTRY, allow_repetition=True
+                target=name,
+                max_tokens=128,
+                drafter=DEMO_REGISTRY,
+                allow_repetition=True,
+                min_acceptance_length=min_acceptance_length,
             )
             rep = run_smoke(smoke)
             w = rep.spec.window if rep.spec else None

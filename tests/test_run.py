@@ -98,8 +98,8 @@ def test_demo_field_story(monkeypatch, capsys, stop_all) -> None:  # noqa: F811
     healthy = data["run"]["hosts"][0]["mean_acceptance_length"]
     stale = story["serve the stale drafter"]["figures"]["mean_acceptance_length"]
     fixed = story["serve the fixed drafter"]["figures"]["mean_acceptance_length"]
-    assert stale <= 1.3 < healthy
-    assert story["serve the stale drafter"]["ok"]  # the collapse alarm was raised
+    assert stale < 0.8 * healthy  # judged against the healthy run on the same prompts
+    assert story["serve the stale drafter"]["ok"]  # an acceptance alarm was raised
     assert story["verify-config"]["ok"]
     for name in ("mask_token_id", "target_layer_ids", "layer_types"):
         assert name in story["verify-config"]["summary"]
