@@ -2,17 +2,22 @@
 tests/vllm_harness.py, float32) serving the embedded demo pair is production; the reference is
 the bundled engine in this process on the same directories.
 
-- unpatched vLLM (its CPU `rms_norm` gives every drafter layer's context keys layer 0's
-  `k_norm`, shared docs vllm-cpu.md §6b) → **engine**, naming `vllm-cpu-context-k-norm`;
+vLLM's CPU `rms_norm` gives every drafter layer's context keys layer 0's `k_norm` (shared docs
+vllm-cpu.md §6b). The demo drafter's two k_norm vectors are nearly equal (means 1.009 and
+1.025), so on it unpatched vLLM drafts exactly what the reference drafts (measured: 6.05 on
+both, the same text). `scaled_k_norm` rescales layer 1's k_norm by SCALE and its q_norm by
+1/SCALE: on a correct engine the same function (q·k is unchanged, RoPE is a rotation), but the
+layers' k_norm now differ as trained drafters' do, which is what the defect needs:
+
+- unpatched vLLM on that copy → **engine**, naming `vllm-cpu-context-k-norm`;
 - with dflashctl's vLLM plugin applying the per-layer fix (DFLASHCTL_VLLM_KNORM_FIX=1) →
-  **healthy**; against the same server, a copy of the drafter whose config says other
-  target_layer_ids than the server loaded → **config** (the server's start-up lines);
+  **healthy**; against the same server, a copy whose config says other target_layer_ids than
+  the server loaded → **config** (the server's start-up lines);
 - a stale mask id served (stale.write_stale_copy(…, ("mask",))) → **config**;
 - a drafter weakened by noise on its weights, on both engines → **drafter**.
 
 Four vLLM servers, one at a time (about 3 GB and 40–60 s each on 2 cores); 4 prompts × 64
-tokens. Skipped while the demo pair is not built (training/demo_pair.py trains it). Deselect
-with -m "not vllm".
+tokens. Skipped while the demo pair is not built. Deselect with -m "not vllm".
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "dflashctl" / "assets" / "demo
 N_PROMPTS = 4
 MAX_TOKENS = 64
 KNORM = "vllm-cpu-context-k-norm"
+SCALE = 4.0  # layer 1's k_norm x SCALE, q_norm / SCALE
 
 if not (ASSETS / "drafter" / "config.json").exists():
     pytest.skip(
@@ -106,8 +112,35 @@ def problems(data: dict, kind: str) -> list[dict]:
     return [f for f in data["findings"] if f["kind"] == kind and f["severity"] == "problem"]
 
 
-def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys, scratch):
-    drafter = ASSETS / "drafter"
+def scaled_k_norm(src: Path, dst: Path, scale: float = SCALE) -> Path:
+    """The drafter with each layer i >= 1's k_norm weight x scale and q_norm weight / scale."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    dst.mkdir()
+    for f in sorted(src.iterdir()):
+        if f.suffix != ".safetensors":
+            shutil.copy2(f, dst / f.name)
+            continue
+        state = load_file(str(f))
+        for name, w in state.items():
+            parts = name.split(".")
+            if parts[0] != "layers" or parts[1] == "0" or parts[-2] not in ("k_norm", "q_norm"):
+                continue
+            factor = scale if parts[-2] == "k_norm" else 1.0 / scale
+            state[name] = (w.float() * factor).to(w.dtype)
+        save_file(state, str(dst / f.name), metadata={"format": "pt"})
+    return dst
+
+
+@pytest.fixture(scope="module")
+def scaled(scratch: Path) -> Path:
+    return scaled_k_norm(ASSETS / "drafter", scratch / "drafter-scaled")
+
+
+def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys, scratch, scaled):
+    drafter = scaled
     with vllm(scratch, drafter, "unpatched", knorm_fix=False) as server:
         code, data = diagnose(monkeypatch, capsys, server, drafter, scratch)
     assert code == 1 and data["verdict"] == "engine", data["findings"]
@@ -120,10 +153,12 @@ def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys
     assert "confirmed" in defect["message"] and "per layer" in defect["fix"]
 
 
-def test_patched_vllm_is_healthy_and_a_file_it_did_not_load_is_config(monkeypatch, capsys, scratch):
+def test_patched_vllm_is_healthy_and_a_file_it_did_not_load_is_config(
+    monkeypatch, capsys, scratch, scaled
+):
     from dflashctl.stale import write_stale_copy
 
-    drafter = ASSETS / "drafter"
+    drafter = scaled
     ids_copy = scratch / "drafter-ids"
     write_stale_copy(drafter, ids_copy, ("ids",))
     with vllm(scratch, drafter, "patched", knorm_fix=True) as server:
@@ -180,8 +215,9 @@ def weakened_copy(src: Path, dst: Path, scale: float = 2.0) -> Path:
 
 
 def test_weakened_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, scratch):
-    weak = weakened_copy(ASSETS / "drafter", scratch / "drafter-weak")
+    weak = weakened_copy(ASSETS / "drafter", scratch / "drafter-weak", scale=1.0)
     with vllm(scratch, weak, "weak", knorm_fix=True) as server:
         code, data = diagnose(monkeypatch, capsys, server, weak, scratch)
     assert code == 1 and data["verdict"] == "drafter", data["findings"]
-    assert problems(data, "drafter")
+    (d,) = problems(data, "drafter")
+    assert "the registry's expected minimum for demo" in d["message"]
