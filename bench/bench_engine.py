@@ -5,7 +5,8 @@ In one run (SPEC.md's matched methodology: batch one, greedy, the same prompts f
     decode tokens/s   for each prompt (a code task, English prose, a Chinese-to-English
                       translation) and each mode (DFlash speculative, plain greedy), in this
                       process: one 128-token warm-up per mode, then the median of 3 repetitions
-                      of decode speed excluding the first token (so prefill is not counted);
+                      (interleaved between the modes) of decode speed excluding the first token
+                      (so prefill is not counted);
                       goal: speculative >= 2.5x plain on the demo pair
     peak RSS          of the real server (`python -m dflashctl.engine.server`, speculative),
                       after it served the three prompts: /proc/PID/status VmHWM; goal < 1 GB
@@ -57,19 +58,27 @@ def decode_rate(engine: Any, ids: list[int], max_tokens: int) -> tuple[float, in
     return ((n - 1) / (last - first) if n > 1 and last > first else 0.0), n, stats
 
 
-def bench_mode(engine: Any, prompts: dict[str, list[int]], max_tokens: int) -> dict[str, Any]:
+def bench_modes(
+    engines: dict[str, Any], prompts: dict[str, list[int]], max_tokens: int
+) -> dict[str, dict[str, Any]]:
+    """Per mode and prompt: the median of REPEATS runs. Runs are interleaved (plain, spec,
+    plain, spec, ...) so that load from other processes hits both modes alike."""
     first = next(iter(prompts.values()))
-    decode_rate(engine, first, WARMUP_TOKENS)
-    out: dict[str, Any] = {}
+    for engine in engines.values():
+        decode_rate(engine, first, WARMUP_TOKENS)
+    out: dict[str, dict[str, Any]] = {mode: {} for mode in engines}
     for name, ids in prompts.items():
-        runs = [decode_rate(engine, ids, max_tokens) for _ in range(REPEATS)]
-        stats = runs[-1][2]
-        out[name] = {
-            "tokens_per_s": statistics.median(r[0] for r in runs),
-            "runs_tokens_per_s": [round(r[0], 2) for r in runs],
-            "tokens": runs[-1][1],
-            "mean_acceptance_length": stats.mean_acceptance_length or None,
-        }
+        runs: dict[str, list[tuple[float, int, Any]]] = {mode: [] for mode in engines}
+        for _ in range(REPEATS):
+            for mode, engine in engines.items():
+                runs[mode].append(decode_rate(engine, ids, max_tokens))
+        for mode, rs in runs.items():
+            out[mode][name] = {
+                "tokens_per_s": statistics.median(r[0] for r in rs),
+                "runs_tokens_per_s": [round(r[0], 2) for r in rs],
+                "tokens": rs[-1][1],
+                "mean_acceptance_length": rs[-1][2].mean_acceptance_length or None,
+            }
     return out
 
 
@@ -79,7 +88,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def server_peak_rss(model: Path, drafter: Path | None, max_tokens: int) -> dict[str, Any]:
+def server_peak_rss(
+    model: Path, drafter: Path | None, max_tokens: int, threads: int | None
+) -> dict[str, Any]:
     """Start the real server, send each prompt once, read its peak RSS, stop it (by pid)."""
     import httpx
 
@@ -88,6 +99,7 @@ def server_peak_rss(model: Path, drafter: Path | None, max_tokens: int) -> dict[
     argv = [sys.executable, "-m", "dflashctl.engine.server", "--model", str(model)]
     argv += ["--drafter", str(drafter)] if drafter else ["--spec", "none"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", "bench"]
+    argv += ["--threads", str(threads)] if threads else []
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -171,9 +183,8 @@ def main() -> None:
         "num_speculative_tokens": spec.k,
         "max_tokens": args.max_tokens,
         "torch_threads": torch.get_num_threads(),
-        "plain": bench_mode(plain, prompts, args.max_tokens),
-        "speculative": bench_mode(spec, prompts, args.max_tokens),
     }
+    result |= bench_modes({"plain": plain, "speculative": spec}, prompts, args.max_tokens)
     result["speedup"] = {
         name: result["speculative"][name]["tokens_per_s"] / result["plain"][name]["tokens_per_s"]
         for name in prompts
@@ -181,7 +192,7 @@ def main() -> None:
     result["bench_seconds"] = round(time.perf_counter() - t0, 1)
     del plain, spec
     if not args.no_server:
-        result["server"] = server_peak_rss(args.model, args.drafter, args.max_tokens)
+        result["server"] = server_peak_rss(args.model, args.drafter, args.max_tokens, args.threads)
 
     if args.json:
         print(json.dumps(result, indent=2))

@@ -354,6 +354,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--served-model-name", default=None)
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto")
     ap.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
+    )
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--max-queue", type=int, default=8, help="requests that may wait")
     ap.add_argument("--default-max-tokens", type=int, default=256)
@@ -374,6 +377,8 @@ def load_engine(args: argparse.Namespace) -> Any:
     from dflashctl.dflash_config import read_json_object, resolve
     from dflashctl.engine.generate import Engine
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
