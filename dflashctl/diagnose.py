@@ -356,8 +356,9 @@ def judge(fig: Figures, floor: Floor, config: list[Finding]) -> tuple[str, list[
         found.append(
             Finding(
                 "engine",
-                f"production accepts far fewer draft tokens than the reference engine "
-                f"({p:.2f} vs {r:.2f}) {why}",
+                f"production accepts fewer draft tokens than the reference engine "
+                f"({p:.2f} vs {r:.2f}: {(p - 1) / (r - 1):.0%} of its accepted tokens per draft) "
+                f"{why}",
                 figures,
             )
         )

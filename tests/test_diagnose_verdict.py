@@ -62,7 +62,8 @@ def test_engine_when_production_keeps_far_fewer_on_the_same_text():
     assert verdict == "engine"
     (engine,) = [x for x in found if x.kind == "engine"]
     assert engine.severity == PROBLEM
-    assert "2.55 vs 4.65" in engine.message and "same greedy text" in engine.message
+    assert "2.55 vs 4.65: 42% of its accepted tokens per draft" in engine.message
+    assert "same greedy text" in engine.message
     assert "position 1: production 0.640, reference 0.900" in engine.evidence
     assert "position 7: production 0.020, reference 0.130" in engine.evidence
 
