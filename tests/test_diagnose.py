@@ -148,6 +148,25 @@ def test_a_server_without_speculation_is_a_config_problem(monkeypatch, capsys, p
     assert data["comparison"]["same_text_prompts"] == 2
 
 
+DEMO = Path(__file__).resolve().parent.parent / "dflashctl" / "assets" / "demo"
+
+
+@pytest.mark.skipif(
+    not (DEMO / "drafter" / "config.json").exists(), reason="the embedded demo pair is not built"
+)
+def test_demo_pair_is_healthy_against_its_registry_floor(monkeypatch, capsys):
+    """The trained demo pair: real accepted drafts, per position identical on both engines, the
+    floor from the registry entry verify-config identifies."""
+    target, drafter = DEMO / "target", DEMO / "drafter"
+    with served(target, drafter, "dg-demo") as (url, log):
+        code, data = diagnose(monkeypatch, capsys, url, target, drafter, "--log", log)
+    assert code == 0 and data["verdict"] == "healthy", data["findings"]
+    p, r = data["production"], data["reference"]
+    assert p["num_speculative_tokens"] == r["num_speculative_tokens"] == 7
+    assert p["per_position"] == r["per_position"] and p["mean_acceptance_length"] > 4.0
+    assert data["floor"]["source"] == "the registry's expected minimum for demo"
+
+
 def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, pair, tmp_path):
     from dflashctl.demo import free_port
 
