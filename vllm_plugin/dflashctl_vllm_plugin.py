@@ -28,6 +28,6 @@ def register() -> None:
         return out
 
     qwen3_dflash.DFlashQwen3Model._normalize_context_k = _normalize_context_k_per_layer
-    init_logger(__name__).info(
+    init_logger("vllm.dflashctl_plugin").info(
         "dflashctl: applied the DFlash context k_norm fix (per-layer RMSNorm of context keys)"
     )
