@@ -138,21 +138,64 @@ def fetch(
             "the commit and hashes are recorded in the lock.",
         ),
     ] = False,
+    check_upstream: Annotated[
+        bool,
+        typer.Option(
+            "--check-upstream",
+            help="Download nothing: has the branch moved off the pinned commit, and which "
+            "tracked files changed? Exit 1 on drift.",
+        ),
+    ] = False,
+    branch: Annotated[
+        str | None,
+        typer.Option("--branch", help="With --check-upstream: the branch to compare (main)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Download a drafter at its pinned revision, verify sha256 pins, write a lock file,
     then run verify-config on what arrived.
 
-    Exit 0: verified, and verify-config is healthy. Exit 1: verify-config found a problem.
-    Exit 2: could not fetch (bad arguments, Hub error, sha256 mismatch, unreachable host).
+    Exit 0: verified, and verify-config is healthy. Exit 1: verify-config found a problem
+    (with --check-upstream: the branch drifted from the pin). Exit 2: could not fetch (bad
+    arguments, Hub error, sha256 mismatch, unreachable host).
 
     Examples:
       dflashctl fetch qwen3.8-27b-dflash2 --dir /models/Qwen3.8-27B-DFlash2
       dflashctl fetch z-lab/Qwen3-8B-DFlash-b16 --revision <40-hex commit> --json
       dflashctl fetch org/drafter --allow-unpinned --include config.json
+      dflashctl fetch qwen3.8-27b-dflash2 --check-upstream
     """
     from dflashctl.fetch import fetch as run_fetch
     from dflashctl.fetch_render import RichFetchProgress, render_fetch
+
+    if check_upstream:
+        from dflashctl.fetch_render import render_upstream
+        from dflashctl.fetch_upstream import check_upstream as run_check
+
+        for flag, used in (
+            ("--host", host),
+            ("--remote-dir", remote_dir),
+            ("--allow-unpinned", allow_unpinned),
+        ):
+            if used:
+                raise UsageError(
+                    f"--check-upstream does not take {flag}", "it downloads nothing; drop " + flag
+                )
+        upstream = run_check(
+            drafter,
+            branch=branch or "main",
+            revision=revision,
+            include=include or (),
+            directory=directory,
+        )
+        if json_out:
+            emit_json(upstream.to_json())
+        else:
+            render_upstream(upstream)
+        _exit_for(upstream.ok)
+        return
+    if branch is not None:
+        raise UsageError("--branch needs --check-upstream", "use --revision to fetch a branch")
 
     with RichFetchProgress() as progress:
         report = run_fetch(

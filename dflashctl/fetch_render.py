@@ -207,3 +207,65 @@ def _render_verdict(report: Any) -> None:
         + (", `--fix` repairs them" if verify.entry is not None else ""),
         soft_wrap=True,
     )
+
+
+CHANGE_STYLE = {"changed": "red", "added": "yellow", "removed": "yellow"}
+
+
+def render_upstream(report: Any) -> None:
+    """Print `fetch --check-upstream`: pinned vs the branch's commit, then the drifted files."""
+    registry = f" (registry entry {report.registry})" if report.registry else ""
+    lines = [
+        f"upstream {report.repo}{registry}",
+        f"  pinned:  {report.pinned} (from {report.pin_source})",
+        f"  {report.branch + ':':<8} {report.upstream}",
+    ]
+    out.print(escape("\n".join(lines)), soft_wrap=True)
+    for note in report.notes:
+        out.print(escape(f"  note: {note}"), soft_wrap=True)
+    patterns = ", ".join(report.patterns)
+    if not report.moved:
+        out.print(
+            escape(f"no drift: {report.branch} is the pinned commit"),
+            style="green",
+            soft_wrap=True,
+        )
+        return
+    if report.ok:
+        out.print(
+            escape(
+                f"no drift: {report.branch} moved, but none of the {report.tracked} tracked "
+                f"file(s) ({patterns}) changed"
+            ),
+            style="green",
+            soft_wrap=True,
+        )
+        return
+    table = Table(title=f"files changed on {report.branch}", title_justify="left")
+    widest = max(len(c.name) for c in report.changes)
+    table.add_column("file", overflow="fold", min_width=min(widest, 40))
+    table.add_column("change", no_wrap=True)
+    table.add_column("pinned hash", no_wrap=True)
+    table.add_column("upstream hash", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+
+    def cell(f: Any) -> str:
+        return f"{f.hash[:12]}… {_size(f.size)}" if f is not None else "—"
+
+    for c in report.changes:
+        style = CHANGE_STYLE.get(c.change, "")
+        kind = (c.upstream or c.pinned).kind
+        table.add_row(
+            escape(c.name), f"[{style}]{c.change}[/{style}]", cell(c.pinned), cell(c.upstream), kind
+        )
+    out.print(table)
+    out.print(
+        escape(
+            f"DRIFT: {len(report.changes)} tracked file(s) differ between the pin and "
+            f"{report.branch}; the pin still fetches the old bytes. Re-pin only after checking "
+            "the new ones (fetch --revision "
+            f"{report.upstream} --allow-unpinned)"
+        ),
+        style="red",
+        soft_wrap=True,
+    )
