@@ -138,6 +138,20 @@ def fetch(
             "the commit and hashes are recorded in the lock.",
         ),
     ] = False,
+    remote_fetch: Annotated[
+        bool,
+        typer.Option(
+            "--remote-fetch",
+            help="With --host: download on the host itself (it must reach the Hub), "
+            "then re-hash there and compare with the pins.",
+        ),
+    ] = False,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python", help="With --remote-fetch: Python on --host with dflashctl (python3)."
+        ),
+    ] = None,
     check_upstream: Annotated[
         bool,
         typer.Option(
@@ -164,6 +178,7 @@ def fetch(
       dflashctl fetch z-lab/Qwen3-8B-DFlash-b16 --revision <40-hex commit> --json
       dflashctl fetch org/drafter --allow-unpinned --include config.json
       dflashctl fetch qwen3.8-27b-dflash2 --check-upstream
+      dflashctl fetch qwen3.8-27b-dflash2 --host gpu1 --remote-fetch --python /opt/venv/bin/python
     """
     from dflashctl.fetch import fetch as run_fetch
     from dflashctl.fetch_render import RichFetchProgress, render_fetch
@@ -175,6 +190,8 @@ def fetch(
         for flag, used in (
             ("--host", host),
             ("--remote-dir", remote_dir),
+            ("--remote-fetch", remote_fetch),
+            ("--python", python),
             ("--allow-unpinned", allow_unpinned),
         ):
             if used:
@@ -206,6 +223,8 @@ def fetch(
             allow_unpinned=allow_unpinned,
             host=host,
             remote_dir=remote_dir,
+            remote_fetch=remote_fetch,
+            python=python,
             progress=progress,
         )
     if json_out:

@@ -12,6 +12,11 @@ A directory whose lock names the same repo, commit and file patterns, and whose 
 hash to the lock, is verified and left alone: no network at all. Hub failures (gated, missing
 repo or revision, unreachable, offline) are `FetchError`s (exit 2) with a hint.
 
+With a host, the verified directory is pushed over SFTP and re-hashed there (`push_to_host`),
+or, with `remote_fetch`, the host runs `python -m dflashctl fetch` itself (`fetch_on_host`:
+HF_ENDPOINT in its environment, HF_TOKEN on stdin) and its files are re-hashed there and
+compared with the pins here.
+
 huggingface_hub is imported inside the functions, so `dflashctl --help` never loads it; the
 environment (`HF_ENDPOINT`, `HF_HUB_OFFLINE`, `HF_HOME`/`HF_HUB_CACHE`) is read at call time
 and `HF_TOKEN` by huggingface_hub itself on every request.
@@ -29,7 +34,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -204,6 +209,7 @@ class FetchReport:
     notes: list[str] = field(default_factory=list)
     verify: VerifyReport | None = None
     remote: RemoteCopy | None = None
+    fetched_on: str | None = None  # the host that downloaded it (--remote-fetch), else here
 
     @property
     def ok(self) -> bool:
@@ -228,6 +234,7 @@ class FetchReport:
             "notes": self.notes,
             "verify": self.verify.to_json() if self.verify is not None else None,
             "remote": self.remote.to_json() if self.remote is not None else None,
+            "fetched_on": self.fetched_on,
         }
 
 
@@ -850,6 +857,19 @@ class RemoteOps(Protocol):
 
     def run(self, argv: Sequence[str]) -> tuple[int, str, str]: ...
 
+    def run_env(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        secret_env: Mapping[str, str],
+        timeout: float,
+    ) -> tuple[int, str, str]:
+        """`argv` with `env` exported and `secret_env` read from stdin (never a command line)."""
+        ...
+
+    def default_python(self) -> str: ...
+
 
 def remote_ops(host: str) -> RemoteOps:
     """Bind to the SSH layer; NotBuiltError (before anything is downloaded) while it is missing."""
@@ -871,6 +891,7 @@ def remote_ops(host: str) -> RemoteOps:
 
     do_upload: Callable[..., Any] = upload
     do_run: Callable[..., Any] = run
+    host_for: Callable[..., Any] | None = getattr(remote, "host_for", None)
 
     class _Ops:
         def __init__(self) -> None:
@@ -882,6 +903,38 @@ def remote_ops(host: str) -> RemoteOps:
         def run(self, argv: Sequence[str]) -> tuple[int, str, str]:
             rc, out, err = do_run(host, list(argv), timeout=900.0)
             return int(rc), str(out), str(err)
+
+        def _host(self) -> Any:
+            if host_for is None:
+                raise NotBuiltError(
+                    "`fetch --remote-fetch` needs the SSH layer's host_for (dflashctl/remote.py)",
+                    "fetch here and push instead: drop --remote-fetch",
+                )
+            return host_for(host)
+
+        def run_env(
+            self,
+            argv: Sequence[str],
+            *,
+            env: Mapping[str, str],
+            secret_env: Mapping[str, str],
+            timeout: float,
+        ) -> tuple[int, str, str]:
+            from dflashctl.hosts import _secret_reads, env_assignments, quote_argv
+
+            script = (
+                _secret_reads(list(secret_env))
+                + env_assignments(env)
+                + "exec "
+                + quote_argv(argv)
+                + "\n"
+            )
+            stdin = "".join(f"{v}\n" for v in secret_env.values()).encode() or None
+            res = self._host().sh(script, timeout=timeout, stdin=stdin, retry=False)
+            return int(res.rc), str(res.stdout), str(res.stderr)
+
+        def default_python(self) -> str:
+            return str(getattr(self._host(), "python", None) or "python3")
 
     return _Ops()
 
@@ -1006,6 +1059,8 @@ def fetch(
     allow_unpinned: bool = False,
     host: str | None = None,
     remote_dir: str | None = None,
+    remote_fetch: bool = False,
+    python: str | None = None,
     verify: bool = True,
     progress: FetchProgress | None = None,
     remote: Callable[[str], RemoteOps] | None = None,
@@ -1021,6 +1076,21 @@ def fetch(
         raise UsageError(
             "--remote-dir needs --host", "add --host H, or use --dir for a local directory"
         )
+    if remote_fetch and host is None:
+        raise UsageError(
+            "--remote-fetch needs --host", "add --host H: the host that downloads the drafter"
+        )
+    if remote_fetch and directory is not None:
+        raise UsageError(
+            "--dir is a local directory; with --remote-fetch nothing is written here",
+            "pass --remote-dir for the directory on the host",
+        )
+    if python is not None and not remote_fetch:
+        raise UsageError(
+            "--python needs --remote-fetch", "it names the Python that runs fetch on the host"
+        )
+    if python is not None and not python.strip():
+        raise UsageError("--python is empty", "pass the interpreter on the host, e.g. python3")
     patterns = sorted({p.strip() for p in include if p.strip()} or set(DEFAULT_PATTERNS))
     directory = (directory or default_directory(target.repo)).expanduser().absolute()
     if directory.exists() and not directory.is_dir():
@@ -1037,6 +1107,17 @@ def fetch(
                 f"{host}: cannot create {remote_target}: {err.strip()[:200]}",
                 "pass --remote-dir with a writable directory on the host",
             )
+    if ops is not None and remote_fetch:
+        return fetch_on_host(
+            ops,
+            target,
+            remote_dir=remote_target,
+            patterns=patterns,
+            allow_unpinned=allow_unpinned,
+            python=python.strip() if python else ops.default_python(),
+            verify=verify,
+            progress=progress,
+        )
     env = HubEnv.from_environ()
     pins = _pins(target.entry)
     notes: list[str] = []
@@ -1243,4 +1324,175 @@ def _finish(
         if progress is not None:
             progress.step(f"copying to {ops.host} and hashing it there")
         report.remote = push_to_host(ops, report.directory, remote_dir)
+    return report
+
+
+# ---- the download on the host -----------------------------------------------------------------
+
+# What the host's fetch gets from this environment: the Hub to use and how to talk to it (never
+# local paths such as HF_HOME). Secrets go through stdin, never a command line.
+FORWARDED_ENV = (
+    "HF_ENDPOINT",
+    "HF_HUB_DISABLE_XET",
+    "HF_HUB_ETAG_TIMEOUT",
+    "HF_HUB_DOWNLOAD_TIMEOUT",
+    "HF_HUB_ENABLE_HF_TRANSFER",
+)
+SECRET_ENV = ("HF_TOKEN",)
+REMOTE_FETCH_TIMEOUT = 6 * 3600.0
+
+_REHASH_SH = 'lock=$1; shift; sha256sum -- "$@" 2>/dev/null; echo "--- lock"; cat -- "$lock"'
+
+
+def _remote_error_line(err: str) -> tuple[str | None, str | None]:
+    message = hint = None
+    for line in err.splitlines():
+        if line.startswith("Error: ") and message is None:
+            message = line[len("Error: ") :].strip()
+        elif line.startswith("Hint: ") and hint is None:
+            hint = line[len("Hint: ") :].strip()
+    return message, hint
+
+
+def fetch_on_host(
+    ops: RemoteOps,
+    target: Target,
+    *,
+    remote_dir: str,
+    patterns: list[str],
+    allow_unpinned: bool,
+    python: str,
+    verify: bool = True,
+    progress: FetchProgress | None = None,
+) -> FetchReport:
+    """Run `python -m dflashctl fetch` on the host (it downloads from the Hub itself), then
+    re-hash every file there and compare with the host's lock and with this registry's pins.
+
+    The host is asked for the repo at the requested revision, not for a registry name: its
+    registry may differ from this one, so the pins checked are the ones here. A file that
+    differs from its pin is removed on the host with the lock (nothing vouches for it).
+    """
+    host = ops.host
+    argv = [python, "-m", "dflashctl", "fetch", target.repo, "--revision", target.requested]
+    argv += ["--dir", remote_dir, "--json"]
+    for pattern in patterns:
+        argv += ["--include", pattern]
+    if allow_unpinned:
+        argv.append("--allow-unpinned")
+    env = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
+    secrets = {k: os.environ[k] for k in SECRET_ENV if os.environ.get(k)}
+    if progress is not None:
+        progress.step(f"downloading {target.repo}@{_short(target.requested)} on {host}")
+    rc, out, err = ops.run_env(argv, env=env, secret_env=secrets, timeout=REMOTE_FETCH_TIMEOUT)
+    if rc == 2:
+        message, hint = _remote_error_line(err)
+        if message is not None:
+            raise FetchError(f"{host}: fetch there failed: {message}", hint)
+    if "No module named dflashctl" in err or rc in (126, 127):
+        raise RemoteError(
+            f"{host}: `{python} -m dflashctl` cannot run there: {err.strip()[-200:] or rc}",
+            "install dflashctl on the host, or pass --python with the interpreter that has it",
+        )
+    try:
+        data = json.loads(out) if rc in (0, 1) else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise RemoteError(
+            f"{host}: fetch there exited with {rc} without a report: "
+            f"{(err.strip() or out.strip())[-200:] or 'no output'}",
+            "run the same fetch on the host by hand to see what it says",
+        )
+    base = str(data.get("directory") or remote_dir).rstrip("/") or "/"
+    commit = str(data.get("revision") or "")
+    remote_files = {str(f["name"]): f for f in data["files"] if isinstance(f, dict)}
+
+    # The proof: every file hashed on the host, against the host's lock and the pins here.
+    if progress is not None:
+        progress.step(f"hashing the files on {host}")
+    finals = {n: f"{base}/{n}" for n in sorted(remote_files)}
+    rc, sums, err = ops.run(["sh", "-c", _REHASH_SH, "sh", f"{base}/{LOCK_NAME}", *finals.values()])
+    sums_part, _, lock_text = sums.partition("--- lock\n")
+    hashed = _parse_sums(sums_part)
+    try:
+        lock_files = json.loads(lock_text).get("files")
+    except (ValueError, AttributeError):
+        lock_files = None
+    if rc != 0 or not isinstance(lock_files, dict):
+        raise RemoteError(
+            f"{host}: cannot read {base}/{LOCK_NAME} after the fetch there: "
+            f"{err.strip()[:200] or 'not a lock'}",
+            "run the fetch on the host again",
+        )
+    wrong = [n for n in finals if hashed.get(finals[n]) != lock_files.get(n)]
+    if wrong or set(lock_files) != set(finals):
+        name = wrong[0] if wrong else sorted(set(lock_files) ^ set(finals))[0]
+        raise RemoteError(
+            f"{host}: {name} in {base} does not hash to the host's lock after the fetch",
+            "something else is writing there; check the directory on the host",
+        )
+    pins = _pins(target.entry)
+    at_pinned = target.pinned_revision is not None and commit == target.pinned_revision
+    notes = [str(n) for n in data.get("notes") or []]
+    files: list[FetchedFile] = []
+    bad: list[_Mismatch] = []
+    for name in sorted(finals):
+        sha = hashed[finals[name]]
+        size = int(remote_files[name].get("size") or 0)
+        spec = pins.get(name)
+        status = str(remote_files[name].get("status") or "recorded")
+        if spec is not None and spec.sha256 is not None:
+            if sha == spec.sha256:
+                status = "pinned"
+            elif allow_unpinned and not at_pinned:
+                status = "accepted"
+                notes.append(
+                    f"{name} differs from the registry's pin ({_short(spec.sha256)}): accepted "
+                    "because of --allow-unpinned"
+                )
+            else:
+                bad.append(_Mismatch(name, sha, spec.sha256, "pin"))
+        files.append(FetchedFile(name, sha, size, status, spec.sha256 if spec else None))
+    missing = [n for n in pins if _matches(n, patterns) and n not in finals]
+    if bad:
+        ops.run(["rm", "-f", "--", f"{base}/{LOCK_NAME}", *(finals[b.name] for b in bad)])
+        error = _mismatch_error(bad, target, commit, HubEnv.from_environ(), at_pinned)
+        raise FetchError(f"{host}: {error.message}; removed there with the lock", error.hint)
+    if missing:
+        raise FetchError(
+            f"{host}: {target.repo}@{_short(commit)} has no {missing[0]}, which the registry pins",
+            "the repo's layout changed: fetch the pinned revision",
+        )
+    if target.entry is not None and target.pinned_revision and not at_pinned:
+        notes.append(
+            f"the registry pins {target.entry.name} at {target.pinned_revision}; this is "
+            f"{commit}: file pins still apply"
+        )
+    notes.append(f"fetched on {host} by `{python} -m dflashctl fetch`; nothing was stored here")
+    report = FetchReport(
+        repo=target.repo,
+        revision=commit,
+        ref=data.get("ref"),
+        registry=target.entry.name if target.entry is not None else None,
+        directory=Path(base),
+        lock_path=Path(base) / LOCK_NAME,
+        action=str(data.get("action") or "downloaded"),
+        files=files,
+        fetched_at=str(data.get("fetched_at") or ""),
+        patterns=patterns,
+        downloaded=[str(n) for n in data.get("downloaded") or []],
+        removed=[str(n) for n in data.get("removed") or []],
+        backups=[str(n) for n in data.get("backups") or []],
+        notes=notes,
+        remote=RemoteCopy(host, base, [], {n: hashed[finals[n]] for n in finals}),
+        fetched_on=host,
+    )
+    if verify and "config.json" in finals:
+        from dflashctl.config_check import run_verify
+
+        if progress is not None:
+            progress.step(f"verify-config on {host}")
+        report.verify = run_verify(Path(base), drafter=report.registry, host=host)
+    elif verify:
+        report.notes.append("no config.json fetched: verify-config skipped")
     return report

@@ -126,7 +126,7 @@ def render_fetch(report: Any) -> None:
     ref = f" ({report.ref})" if report.ref else ""
     lines = [
         f"fetch {report.repo}@{report.revision}{ref}",
-        f"  into {report.directory}",
+        f"  into {report.fetched_on + ':' if report.fetched_on else ''}{report.directory}",
     ]
     if report.registry:
         lines.append(f"  registry entry: {report.registry}")
@@ -168,7 +168,9 @@ def render_fetch(report: Any) -> None:
         out.print(
             escape(
                 f"on {r.host}: {r.directory}: {len(r.verified)} file(s) re-hashed there, equal "
-                f"to the lock ({len(r.uploaded)} sent)"
+                f"to the lock ("
+                + ("downloaded there" if report.fetched_on else f"{len(r.uploaded)} sent")
+                + ")"
             ),
             soft_wrap=True,
         )

@@ -624,6 +624,19 @@ class TestHost:
         err = one_line_error(*fetch(monkeypatch, capsys, "tiny-dflash", "--remote-dir", "/x"))
         assert "--remote-dir needs --host" in err
 
+    @pytest.mark.parametrize(
+        ("args", "needle"),
+        [
+            (["--remote-fetch"], "--remote-fetch needs --host"),
+            (["--python", "python3"], "--python needs --remote-fetch"),
+            (["--host", "gpu1", "--remote-fetch", "--dir", "d"], "--dir is a local directory"),
+        ],
+    )
+    def test_remote_fetch_flags(self, hub, monkeypatch, capsys, args, needle):
+        err = one_line_error(*fetch(monkeypatch, capsys, "tiny-dflash", *args))
+        assert needle in err
+        assert hub.server.requests == []
+
     class LocalStandIn:
         """The SSH layer's two operations (upload, run) done on this machine, for what a real
         host will not do on demand: `corrupt` flips a byte of every upload, as a bad disk or
