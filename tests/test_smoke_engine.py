@@ -175,14 +175,18 @@ class TestDemoPair:
             str(DEMO / "drafter"), "--served-model-name", "demo",
         )  # fmt: skip
         try:
-            code, d = smoke(monkeypatch, capsys, server.url, "--max-tokens", "128")
+            code, d = smoke(
+                monkeypatch, capsys, server.url, "--max-tokens", "128", "--allow-repetition"
+            )
         finally:
             server.stop()
-        assert code == 0, d["checks"]
-        assert d["mean_acceptance_length"] > 1.5
+        assert code == 0, d["checks"]  # the tiny target loops: a warning, not a failure
+        assert d["mean_acceptance_length"] > 4.0
         assert row(d, "speculation")["status"] == "ok"
 
-    def test_stale_config_collapses(self, tmp_path, monkeypatch, capsys):
+    def test_stale_mask_alarms_against_the_healthy_figure(self, tmp_path, monkeypatch, capsys):
+        """On this small CPU-trained pair the mask id off by six drops acceptance by ~40 %
+        rather than collapsing it (docs/demo-pair.md): judged against the healthy figure."""
         from dflashctl.stale import write_stale_copy
 
         stale = tmp_path / "stale-drafter"
@@ -192,8 +196,12 @@ class TestDemoPair:
             "--served-model-name", "demo",
         )  # fmt: skip
         try:
-            code, d = smoke(monkeypatch, capsys, server.url, "--max-tokens", "128")
+            code, d = smoke(
+                monkeypatch, capsys, server.url, "--max-tokens", "128", "--allow-repetition",
+                "--min-acceptance-length", "5.3",
+            )  # fmt: skip
         finally:
             server.stop()
         assert code == 1
-        assert "collapse" in [a["kind"] for a in d["alarms"]]
+        assert d["mean_acceptance_length"] < 5.3
+        assert "below_expected" in [a["kind"] for a in d["alarms"]]
