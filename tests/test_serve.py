@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -386,7 +387,15 @@ def test_foreground_streams_and_ctrl_c_stops(tmp_path):
     port = free_port()
     args = [sys.executable, "-m", "dflashctl", "serve", "--model", "m", "--spec", "none"]
     args += ["--python", str(py), "--port", str(port)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A test run started in the background (`./bin/test &`) inherits SIGINT ignored; Python then
+    # installs no KeyboardInterrupt handler. Give the child the default, as a terminal would.
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 30
         seen = ""
