@@ -8,13 +8,12 @@ left behind. No printing.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from dflashctl.bench.run import BenchReport
-from dflashctl.errors import InputError, UsageError
+from dflashctl.errors import UsageError
+from dflashctl.metrics.plot import save_png
 
 
 def _pyplot() -> Any:
@@ -99,18 +98,7 @@ def write_plot(report: BenchReport, path: Path) -> Path:
             ax2.legend(loc="best", fontsize=8)
         fig.suptitle(f"dflashctl bench — speedup vs {report.baseline}")
         fig.tight_layout()
-        path = Path(path)
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=path.parent or ".")
-        except OSError as e:
-            raise InputError(f"cannot write {path}: {e.strerror or e}") from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                fig.savefig(f, format="png", dpi=110)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        save_png(fig, path)
     finally:
         plt.close(fig)
     return path

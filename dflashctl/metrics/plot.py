@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from dflashctl.errors import InputError, UsageError
 from dflashctl.metrics.window import MetricsReport
@@ -59,18 +60,24 @@ def write_plot(report: MetricsReport, path: Path, *, collapse_length: float = 1.
         verdict = "OK" if report.ok else f"ALARM: {kinds}"
         fig.suptitle(f"dflashctl metrics — {verdict}", color="black" if report.ok else "red")
         fig.tight_layout()
-        path = Path(path)
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=path.parent or ".")
-        except OSError as e:
-            raise InputError(f"cannot write {path}: {e.strerror or e}") from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                fig.savefig(f, format="png", dpi=110)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        save_png(fig, path)
     finally:
         plt.close(fig)
+    return path
+
+
+def save_png(fig: Any, path: Path) -> Path:
+    """Write `fig` to `path` atomically (a temporary file beside it, then a rename)."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=path.parent or ".")
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=110)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
