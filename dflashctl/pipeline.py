@@ -96,18 +96,24 @@ class RunReport:
     hosts: list[HostRun]
     dry_run: bool = False
     commands: list[dict[str, Any]] = field(default_factory=list)  # --dry-run
+    errors: dict[str, str] = field(default_factory=dict)  # --dry-run: host -> why no plan
 
     @property
     def ok(self) -> bool:
-        return all(h.ok for h in self.hosts)
+        return all(h.ok for h in self.hosts) and not self.errors
 
     @property
     def could_not_run(self) -> bool:
-        return any(s.status == "error" for h in self.hosts for s in h.steps)
+        return bool(self.errors) or any(s.status == "error" for h in self.hosts for s in h.steps)
 
     def to_json(self) -> dict[str, Any]:
         if self.dry_run:
-            return {"playbook": self.playbook, "dry_run": True, "commands": self.commands}
+            return {
+                "playbook": self.playbook,
+                "dry_run": True,
+                "commands": self.commands,
+                "errors": self.errors,
+            }
         hosts = [h.to_json() for h in self.hosts]
         return {"playbook": self.playbook, "ok": self.ok, "hosts": hosts}
 
@@ -150,6 +156,40 @@ def host_plans(path: Path, overrides: dict[str, Any] | None = None) -> tuple[str
         for o in opts
     ]
     return book.name, plans
+
+
+def dry_run_steps(hp: HostPlan, p: Any) -> list[str]:
+    """The steps `run` would take on one host, as the equivalent dflashctl commands."""
+    from dflashctl.hosts import quote_argv
+
+    where = ["--host", p.host] if p.host else []
+    steps: list[list[str]] = []
+    if hp.fetch:
+        f = hp.fetch
+        steps.append(
+            ["dflashctl", "fetch", str(f["drafter"])]
+            + (["--revision", str(f["revision"])] if f.get("revision") else [])
+            + (["--dir", str(f["dir"])] if f.get("dir") else [])
+            + where
+        )
+    if p.spec.spec == "dflash" and p.spec.drafter:
+        registry = hp.verify.get("registry")
+        steps.append(
+            ["dflashctl", "verify-config", str(p.spec.drafter)]
+            + (["--drafter", str(registry)] if registry else [])
+            + ["--engine", str(hp.verify.get("engine") or p.spec.engine)]
+            + where
+        )
+    steps.append([*(["ssh", p.host] if p.host else []), *p.argv])
+    smoke = ["dflashctl", "smoke", p.name, "--max-tokens", str(hp.smoke.get("max_tokens", 128))]
+    steps.append(smoke)
+    if p.spec.spec == "dflash":
+        floor = hp.metrics.get("min_acceptance_length")
+        steps.append(
+            ["dflashctl", "metrics", p.log, *where]
+            + (["--min-acceptance-length", str(floor)] if floor else [])
+        )
+    return [quote_argv(s) for s in steps]
 
 
 def _timed(run: HostRun, name: str, on_step: OnStep | None, fn: Callable[[], StepResult]) -> bool:
@@ -350,8 +390,11 @@ def run_playbook(
         from dflashctl.serve.book import run_serve
 
         outcome = run_serve([hp.serve for hp in plans], ssh=SSHOptions(), detach=True, dry_run=True)
-        cmds = [p.to_json() for p in outcome.plans]
-        return RunReport(playbook=name, hosts=[], dry_run=True, commands=cmds)
+        by_name = {hp.serve.name: hp for hp in plans}
+        cmds = [p.to_json() | {"steps": dry_run_steps(by_name[p.name], p)} for p in outcome.plans]
+        return RunReport(
+            playbook=name, hosts=[], dry_run=True, commands=cmds, errors=outcome.errors
+        )
     return RunReport(
         playbook=name, hosts=[run_host(hp, teardown=teardown, on_step=on_step) for hp in plans]
     )

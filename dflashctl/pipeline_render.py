@@ -69,8 +69,12 @@ def run_table(report: RunReport) -> Table:
 def render_run(report: RunReport, console: Console = out) -> None:
     if report.dry_run:
         for c in report.commands:
-            console.print(f"[bold]{escape(str(c['host']))}[/bold] ({c['engine']}, {c['url']})")
-            console.print(f"  {escape(c['cmd_text'])}", soft_wrap=True)
+            head = f"[bold]{escape(str(c['name']))}[/bold] on {escape(str(c['host']))}"
+            console.print(f"{head} ({c['engine']}, {c['url']})")
+            for step in c["steps"]:
+                console.print(f"  {escape(step)}", soft_wrap=True)
+        for label, why in report.errors.items():
+            console.print(f"[bold]{escape(label)}[/bold]: [red]{escape(why)}[/red]", soft_wrap=True)
         return
     console.print(run_table(report))
     for h in report.hosts:

@@ -14,7 +14,12 @@ A playbook names what to serve and where:
       drafter: /models/Qwen3-8B-DFlash-b16
       tensor_parallel_size: 2
       extra_args: [--max-model-len, "8192"]
-      env: {VLLM_USE_V2_MODEL_RUNNER: "1"}
+      env: {VLLM_USE_V2_MODEL_RUNNER: "1", HF_TOKEN: "${HF_TOKEN}"}
+
+String values may hold `${NAME}` (or `${NAME:-default}`) references to this machine's
+environment, expanded at load time (`$${` is a literal `${`); a reference to an unset variable
+with no default is an error. An `env` value that holds a reference is a secret: it travels like
+`pass_env` (never on a command line, never printed). docs/playbooks.md is the reference.
 
 Every problem is a `PlaybookError` naming `file:line`, the key and what is wrong (line numbers
 come from the YAML node marks). `SECTIONS` holds the schema of each top-level section; a later
@@ -24,7 +29,9 @@ command (`run`) adds its own sections there. Pure: no network, no printing.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,8 @@ from dflashctl.errors import PlaybookError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# ${NAME} or ${NAME:-default}; $${ is a literal ${
+REF_RE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 # kind: str | int | posint | port | number | list | mapping | env | enum:a|b
 SERVE_KEYS: dict[str, str] = {
@@ -86,6 +95,7 @@ class HostEntry:
     name: str | None
     serve: dict[str, Any]
     line: int | None = None
+    secret_env: frozenset[str] = frozenset()  # env keys whose value came from ${...}
 
 
 @dataclass(frozen=True)
@@ -95,29 +105,37 @@ class Playbook:
     description: str | None
     hosts: tuple[HostEntry, ...]
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    secret_env: frozenset[str] = frozenset()  # serve.env keys whose value came from ${...}
 
     @property
     def serve(self) -> dict[str, Any]:
         return self.sections.get("serve", {})
 
     def serve_settings(self, entry: HostEntry) -> dict[str, Any]:
-        """The `serve` section with this host's overrides applied (env maps are merged)."""
+        """The `serve` section with this host's overrides applied (env maps are merged);
+        `secret_env` lists the env keys whose value came from a `${...}` reference."""
         merged = dict(self.serve)
         for key, value in entry.serve.items():
             if key == "env" and isinstance(merged.get("env"), dict):
                 merged["env"] = {**merged["env"], **value}
             else:
                 merged[key] = value
+        secrets = {k for k in self.secret_env if k not in entry.serve.get("env", {})}
+        secrets |= entry.secret_env
+        if secrets:
+            merged["secret_env"] = sorted(secrets)
         return merged
 
 
 class _Doc:
     """The YAML document plus the line of each key path (from the node marks)."""
 
-    def __init__(self, path: Path, text: str) -> None:
+    def __init__(self, path: Path, text: str, environ: Mapping[str, str]) -> None:
         import yaml
 
         self.path = path
+        self.environ = environ
+        self.secret_env: dict[tuple[str, ...], set[str]] = {}  # mapping key path -> env keys
         self.lines: dict[tuple[str, ...], int] = {}
         loader = yaml.SafeLoader(text)
         try:
@@ -159,6 +177,41 @@ class _Doc:
         where = f"{self.path}:{line}" if line else str(self.path)
         dotted = ".".join(key) if key else "(top level)"
         return PlaybookError(f"{where}: key '{dotted}': {message}", hint)
+
+    def expand(self, key: tuple[str, ...], value: Any) -> tuple[Any, bool]:
+        """`value` with its `${NAME}` references replaced from the environment (strings, and the
+        strings inside lists and mappings): (expanded, whether it held a reference)."""
+        if isinstance(value, list):
+            pairs = [self.expand((*key, str(i)), v) for i, v in enumerate(value)]
+            return [v for v, _ in pairs], any(r for _, r in pairs)
+        if isinstance(value, dict):
+            out, any_ref = {}, False
+            for k, v in value.items():
+                out[k], ref = self.expand((*key, str(k)), v)
+                any_ref = any_ref or ref
+            return out, any_ref
+        if not isinstance(value, str) or "$" not in value:
+            return value, False
+        referenced = False
+
+        def one(m: re.Match[str]) -> str:
+            nonlocal referenced
+            if m.group(0) == "$${":
+                return "${"
+            referenced = True
+            name, default = m.group(1), m.group(2)
+            got = self.environ.get(name)
+            if got is None or (got == "" and default is not None):
+                if default is None:
+                    raise self.error(
+                        key,
+                        f"${{{name}}} is not set in the environment",
+                        f"export {name}=... before running, or write ${{{name}:-default}}",
+                    )
+                return default
+            return got
+
+        return REF_RE.sub(one, value), referenced
 
 
 def _ok(kind: str, value: Any) -> bool:
@@ -217,6 +270,12 @@ def _check_mapping(
         kind = schema[key]
         if kind == "hosts":
             continue
+        value, referenced = doc.expand((*prefix, key), value)
+        if referenced and kind in ("posint", "port", "number") and isinstance(value, str):
+            value = _number(value)
+        if referenced and kind == "env" and isinstance(value, dict):
+            raw = data[key]
+            doc.secret_env[prefix] = {k for k in raw if doc.expand((), raw[k])[1]}
         if not _ok(kind, value):
             raise doc.error((*prefix, key), f"must be {_words(kind)}, found {_shown(value)}")
         if kind == "args":
@@ -225,6 +284,16 @@ def _check_mapping(
             value = {k: _env_value(v) for k, v in value.items()}
         out[key] = value
     return out
+
+
+def _number(text: str) -> int | float | str:
+    """A referenced value for a numeric key: `${PORT}` -> 8001 (left as text if not a number)."""
+    for kind in (int, float):
+        try:
+            return kind(text.strip())
+        except ValueError:
+            pass
+    return text
 
 
 def _env_value(v: Any) -> str:
@@ -237,6 +306,7 @@ def _host_entry(doc: _Doc, item: Any, i: int) -> HostEntry:
     key = ("hosts", str(i))
     line = doc.line(key)
     if isinstance(item, str):
+        item = doc.expand(key, item)[0]
         if not item.strip():
             raise doc.error(key, "a host must be a non-empty string")
         return HostEntry(None if item == "local" else item.strip(), None, {}, line)
@@ -245,11 +315,14 @@ def _host_entry(doc: _Doc, item: Any, i: int) -> HostEntry:
         raise doc.error(key, "missing required key 'host'", "use `host: local` for this machine")
     host = data.pop("host")
     name = data.pop("name", None)
-    return HostEntry(None if host == "local" else host, name, data, line)
+    secrets = frozenset(doc.secret_env.get(key, set()))
+    return HostEntry(None if host == "local" else host, name, data, line, secrets)
 
 
-def parse_playbook(path: Path, text: str) -> Playbook:
-    doc = _Doc(path, text)
+def parse_playbook(path: Path, text: str, environ: Mapping[str, str] | None = None) -> Playbook:
+    """Validate a playbook's text; `${NAME}` references are read from `environ` (default: this
+    process's environment)."""
+    doc = _Doc(path, text, os.environ if environ is None else environ)
     schema = {**TOP_KEYS, **dict.fromkeys(SECTIONS, "section")}
     top = doc.data
     if not isinstance(top, dict):
@@ -278,7 +351,8 @@ def parse_playbook(path: Path, text: str) -> Playbook:
                 "give each entry its own `name:`",
             )
     name = plain.get("name") or re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem)
-    return Playbook(path, name, plain.get("description"), hosts, sections)
+    secrets = frozenset(doc.secret_env.get(("serve",), set()))
+    return Playbook(path, name, plain.get("description"), hosts, sections, secrets)
 
 
 def load_playbook(path: Path) -> Playbook:

@@ -223,6 +223,7 @@ def test_follow_a_remote_log_through_rotation(host, tmp_path):
         ("old 2\n", rotate),
         ("new 1\n", lambda: log.open("a").write("new 2\n")),
     ]
+
     # tail's "has been replaced" notice comes on stderr, which sshd may deliver after the new
     # file's first bytes on stdout: follow until both the text and the marker are in
     def stop() -> bool:

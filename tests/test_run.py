@@ -74,6 +74,38 @@ def test_run_dry_run_prints_the_command(tiny_book: Path, monkeypatch, capsys) ->
     assert "dflashctl.engine.server" in out and "--drafter" in out
 
 
+def test_run_dry_run_lists_every_step_and_names_unreachable_hosts(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    empty = tmp_path / "ssh_config"
+    empty.write_text("")
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(empty))
+    monkeypatch.setenv("REV", "0123456789abcdef0123456789abcdef01234567")
+    book = _playbook(
+        tmp_path,
+        """name: two
+hosts: [local, nosuchalias]
+serve: {engine: vllm, model: m, drafter: /d, num_speculative_tokens: 7, port: 8011}
+fetch: {drafter: demo, revision: "${REV}", dir: /d}
+verify: {registry: demo}
+metrics: {min_acceptance_length: 3}
+""",
+    )
+    code, out, _ = run_main(monkeypatch, capsys, "run", str(book), "--dry-run")
+    assert code == 2  # one host could not even be planned
+    lines = [line.strip() for line in out.splitlines()]
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    assert f"dflashctl fetch demo --revision {rev} --dir /d" in lines
+    assert "dflashctl verify-config /d --drafter demo --engine vllm" in lines
+    assert any(line.startswith("vllm serve m ") for line in lines)
+    assert "dflashctl smoke two-local --max-tokens 128" in lines
+    assert any(
+        line.startswith("dflashctl metrics ") and line.endswith("--min-acceptance-length 3")
+        for line in lines
+    )
+    assert "two-nosuchalias: nosuchalias: unknown host name 'nosuchalias'" in out
+
+
 def test_run_unknown_section_key_is_exit_2_with_file_and_line(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:

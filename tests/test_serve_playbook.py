@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from serve_util import run_main
 
 from dflashctl.errors import PlaybookError
 from dflashctl.hosts import LocalHost
@@ -46,8 +47,9 @@ def test_errors_name_file_line_and_key(text, needle):
     assert needle in error_of(text)
 
 
-def test_bundled_examples_load():
-    for name in ("demo", "vllm-2xa100-tp2", "sglang"):
+def test_bundled_examples_load(monkeypatch):
+    monkeypatch.setenv("DRAFTER_REVISION", "0123456789abcdef0123456789abcdef01234567")
+    for name in sorted(p.stem for p in BOOKS.glob("*.yaml")):
         path = find_playbook(name)
         assert path == BOOKS / f"{name}.yaml"
         book = load_playbook(path)
@@ -89,3 +91,89 @@ def test_sglang_example_renders_the_block_size():
     assert argv[1:3] == ["-m", "sglang.launch_server"]
     assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "16"
     assert argv[argv.index("--port") + 1] == "30000"
+
+
+# ---- ${ENV} references ----------------------------------------------------------------------
+
+ENV_BOOK = """\
+name: refs
+hosts:
+  - ${GPU_HOST}
+  - {host: local, name: here, port: "${ALT_PORT:-8002}"}
+serve:
+  engine: vllm
+  model: ${MODELS}/Qwen3-8B
+  drafter: ${MODELS}/Qwen3-8B-DFlash-b16
+  num_speculative_tokens: 15
+  port: ${PORT}
+  extra_args: [--served-model-name, "${NAME:-qwen}", --chat-template, "$${HOME}/t.jinja"]
+  env: {HF_TOKEN: "${MY_HF}", WANDB: "${W_KEY}", PLAIN: "1"}
+"""
+
+
+def test_env_references_expand_from_the_environment():
+    environ = {"GPU_HOST": "gpu7", "MODELS": "/m", "PORT": "8011", "MY_HF": "hf_x", "W_KEY": "w"}
+    book = parse_playbook(Path("book.yaml"), ENV_BOOK, environ)
+    assert [h.host for h in book.hosts] == ["gpu7", None]
+    assert book.serve["model"] == "/m/Qwen3-8B"
+    assert book.serve["port"] == 8011  # a numeric key takes the referenced number
+    assert book.hosts[1].serve["port"] == 8002  # the default after :-
+    assert book.serve["extra_args"] == [
+        "--served-model-name", "qwen", "--chat-template", "${HOME}/t.jinja"
+    ]  # fmt: skip
+    assert book.serve["env"] == {"HF_TOKEN": "hf_x", "WANDB": "w", "PLAIN": "1"}
+    assert book.serve_settings(book.hosts[0])["secret_env"] == ["HF_TOKEN", "WANDB"]
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("serve:\n  model: ${NOPE}/m\n", "book.yaml:2: key 'serve.model': ${NOPE} is not set "
+         "in the environment | export NOPE=... before running, or write ${NOPE:-default}"),
+        ("serve:\n  env:\n    A: '1'\n    B: ${NOPE}\n", "book.yaml:4: key 'serve.env.B': ${NOPE}"),
+        ("hosts:\n  - gpu1\n  - ${NOPE}\n", "book.yaml:3: key 'hosts.1': ${NOPE} is not set"),
+        ("serve:\n  port: ${WORD}\n", "key 'serve.port': must be a port number"),
+    ],
+)  # fmt: skip
+def test_env_reference_errors_name_file_line_and_key(text, needle):
+    with pytest.raises(PlaybookError) as info:
+        parse_playbook(Path("book.yaml"), text, {"WORD": "eighty"})
+    assert needle in info.value.message + " | " + (info.value.hint or "")
+
+
+def test_referenced_env_values_are_secrets_never_rendered(tmp_path, monkeypatch, capsys):
+    book = tmp_path / "refs.yaml"
+    book.write_text(ENV_BOOK.replace("  - ${GPU_HOST}\n", ""))
+    values = {"MODELS": "/m", "PORT": "8011", "MY_HF": "hf_s3cret", "W_KEY": "wandb_s3cret"}
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    _, (opts,) = options_from_playbook(book, {})
+    p = plan(opts, LocalHost())
+    assert sorted(p.secret_names) == ["HF_TOKEN", "WANDB"] and p.env.get("PLAIN") == "1"
+    assert "s3cret" not in json.dumps(p.to_json())
+    code, out, err = run_main(monkeypatch, capsys, "serve", str(book), "--dry-run")
+    assert code == 0, err
+    assert "WANDB=<from your environment>" in err and "s3cret" not in out + err
+    monkeypatch.delenv("W_KEY")
+    code, out, err = run_main(monkeypatch, capsys, "serve", str(book), "--dry-run")
+    assert code == 2 and "${W_KEY} is not set in the environment" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_the_playbook_reference_documents_every_key():
+    """docs/playbooks.md has a table row for every key the schema accepts, under its section."""
+    from dflashctl.playbook import SECTIONS, TOP_KEYS
+
+    doc = (REPO / "docs" / "playbooks.md").read_text()
+    parts = {"Top level": doc.split("## Top level", 1)[1].split("\n## ", 1)[0]}
+    for section in SECTIONS:
+        parts[section] = doc.split(f"## `{section}`", 1)[1].split("\n## ", 1)[0]
+    missing = [
+        f"{where}.{key}"
+        for where, keys in [("Top level", TOP_KEYS), *SECTIONS.items()]
+        for key in keys
+        if f"| `{key}` |" not in parts[where]
+    ]
+    assert not missing, f"undocumented playbook keys: {missing}"
+    for book in sorted(BOOKS.glob("*.yaml")):
+        assert f"`{book.name}`" in doc, f"{book.name} is not in the examples table"

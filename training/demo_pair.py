@@ -15,8 +15,12 @@ Stages:
   target     Qwen3ForCausalLM trained as a language model (AdamW, cosine, bf16 autocast).
   drafter    DFlash recipe (shared docs dflash-facts.md §11): target-generated greedy
              continuations, random anchors, blocks [anchor, mask x (B-1)] that see the context
-             before their anchor and their own block, loss weights exp(-(k-1)/gamma).
-  export     Hugging Face format into OUT/target and OUT/drafter (bf16 safetensors, shards <=16 MB).
+             before their anchor and their own block, loss weights exp(-(k-1)/gamma). The
+             <|mask|> embedding is learned with the drafter (the target never saw the token, so
+             its row is untrained and close to every other never-seen row).
+  export     Hugging Face format into OUT/target and OUT/drafter (bf16 safetensors, shards <=16 MB);
+             the learned mask embedding goes into the target's <|mask|> row, which the target
+             never reads, so every engine that embeds the block with the target's table uses it.
   eval       held-out chat prompts (checked absent from the training text): acceptance with the
              bundled engine, an n-gram (prompt-lookup) drafter on the same outputs, repeat share.
 """
@@ -112,6 +116,7 @@ class Sizes:
     draft_batch: int = 64
     draft_lr: float = 1e-3
     gamma: float = 4.0
+    learned_mask: int = 1  # 1: learn the mask token's embedding with the drafter (see export)
     eval_tokens: int = 128
 
     @classmethod
@@ -533,12 +538,18 @@ def drafter_config(sz: Sizes, tok) -> dict:
 
 
 def drafter_forward_train(
-    drafter: Drafter, target: Qwen3, seq: torch.Tensor, anchors: torch.Tensor, mask_id: int
+    drafter: Drafter,
+    target: Qwen3,
+    seq: torch.Tensor,
+    anchors: torch.Tensor,
+    mask_id: int,
+    mask_emb: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """seq [N, S]; anchors [N, A] -> logits [N, A, B-1, V] and labels [N, A, B-1].
 
     Each block [anchor, mask x (B-1)] at positions a..a+B-1 sees context positions < a and its
-    own block (bidirectional or causal per layer), never another block.
+    own block (bidirectional or causal per layer), never another block. `mask_emb` [H], when
+    given, replaces the target's embedding row of the mask token.
     """
     n, s = seq.shape
     a_n = anchors.shape[1]
@@ -555,7 +566,10 @@ def drafter_forward_train(
     labels = torch.gather(seq, 1, (anchors[:, :, None] + offs[1:]).reshape(n, -1)).view(
         n, a_n, b - 1
     )
-    x = target.embed_tokens(block_ids.view(n, a_n * b))
+    x = target.embed_tokens(block_ids.view(n, a_n * b))  # [N, A*B, H]
+    if mask_emb is not None:
+        is_mask = (block_ids.view(n, a_n * b) == mask_id)[..., None]
+        x = torch.where(is_mask, mask_emb.to(x.dtype), x)
     ctx_pos = torch.arange(s, device=dev)
     block_of = torch.arange(a_n, device=dev).repeat_interleave(b)  # [A*B]
     slot = offs.repeat(a_n)
@@ -610,17 +624,22 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     torch.manual_seed(seed)
     drafter = Drafter(DrafterArgs.from_hf_config(cfg, num_target_layers=sz.layers)).to(dev)
     drafter.apply(init_weights)
+    # the mask token's own embedding [H]: a fresh random row with the scale of the target's
+    # trained rows (the target's <|mask|> row never got a gradient from an input)
+    emb = target.embed_tokens.weight
+    mask_emb = torch.nn.Parameter(torch.randn(emb.shape[1], device=dev) * emb.std())
+    params = [*drafter.parameters(), *([mask_emb] if sz.learned_mask else [])]
     data = torch.load(work / "continuations.pt")
     rows = data["seqs"]
     plens = data["prompt_lens"]
-    opt = torch.optim.AdamW(
-        drafter.parameters(), lr=sz.draft_lr, betas=(0.9, 0.95), weight_decay=0.01
-    )
+    opt = torch.optim.AdamW(params, lr=sz.draft_lr, betas=(0.9, 0.95), weight_decay=0.01)
     start = 0
     ckpt = work / "drafter.ckpt"
     if ckpt.exists():
         state = torch.load(ckpt, map_location=dev)
         drafter.load_state_dict(state["model"])
+        if "mask_embedding" in state:
+            mask_emb.data.copy_(state["mask_embedding"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
         log("resumed drafter at step", start)
@@ -655,14 +674,16 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         u = torch.rand(sz.draft_batch, sz.anchors, generator=gen)
         anchors = (lo[:, None] + (u * (hi - lo + 1)[:, None]).long()).to(dev)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-            logits, labels = drafter_forward_train(drafter, target, seq, anchors, mask_id)
+            logits, labels = drafter_forward_train(
+                drafter, target, seq, anchors, mask_id, mask_emb if sz.learned_mask else None
+            )
         ce = F.cross_entropy(
             logits.float().flatten(0, 2), labels.flatten(), reduction="none"
         ).view_as(labels)
         loss = (ce * weights).sum() / (weights.sum() * labels.shape[0] * labels.shape[1])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         if step % 250 == 0 or step == total - 1:
             with torch.no_grad():
@@ -672,12 +693,14 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
             log(f"drafter step {step} loss {loss.item():.3f} acc/pos {per_pos} {took:.0f}s")
         if step and time.time() - saved > CKPT_EVERY_S:
             saved = time.time()
-            torch.save(
-                {"model": drafter.state_dict(), "opt": opt.state_dict(), "step": step + 1}, ckpt
-            )
+            state = {"model": drafter.state_dict(), "opt": opt.state_dict(), "step": step + 1}
+            torch.save(state | {"mask_embedding": mask_emb.detach()}, ckpt)
         step += 1
     log(f"drafter trained for {total} steps")
-    torch.save({"model": drafter.state_dict(), "steps": total}, final)
+    out = {"model": drafter.state_dict(), "steps": total}
+    if sz.learned_mask:
+        out["mask_embedding"] = mask_emb.detach().cpu()
+    torch.save(out, final)
 
 
 # ---------------------------------------------------------------------------------- export
@@ -716,6 +739,12 @@ def export(work: Path, out: Path, sz: Sizes) -> None:
         "torch_dtype": "bfloat16",
     }
     state = torch.load(work / "target.pt", map_location="cpu")["model"]
+    drafted = torch.load(work / "drafter.pt", map_location="cpu")
+    if "mask_embedding" in drafted:
+        # the drafter's learned mask embedding lives in the target's <|mask|> row: the target
+        # never reads it as an input, and eval checks its greedy text never emits the token
+        state["embed_tokens.weight"] = state["embed_tokens.weight"].clone()
+        state["embed_tokens.weight"][tok.token_to_id(MASK)] = drafted["mask_embedding"]
     hf = {}
     for k, v in state.items():
         if k.startswith("rope_") or k == "lm_head.weight":
@@ -744,7 +773,7 @@ def export(work: Path, out: Path, sz: Sizes) -> None:
     )
     (t_dir / "chat_template.jinja").write_text(CHAT_TEMPLATE)
     d_cfg = drafter_config(sz, tok)
-    d_state = torch.load(work / "drafter.pt", map_location="cpu")["model"]
+    d_state = drafted["model"]
     d_hf = {
         k: v.to(torch.bfloat16).contiguous()
         for k, v in d_state.items()
@@ -859,6 +888,11 @@ def evaluate(work: Path, out: Path, sz: Sizes) -> None:
         "prompts_in_training_text": manifest.get("eval_prompts_in_training_text"),
         "target_val_loss": torch.load(work / "target.pt")["val_loss"],
         **{k: v for k, v in healthy.items() if k != "rows"},
+        # the target's tied lm_head row of <|mask|> holds the drafter's mask embedding: it must
+        # never win the target's argmax
+        "mask_tokens_in_target_text": sum(
+            r["tokens"].count(engine.drafter.args.mask_token_id) for r in healthy["rows"]
+        ),
         "stale": {},
         "rows": [{k: v for k, v in r.items() if k != "tokens"} for r in healthy["rows"]],
     }

@@ -73,6 +73,7 @@ class ServeOptions:
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     pass_env: list[str] = field(default_factory=list)
+    secret_env: list[str] = field(default_factory=list)  # env keys set from ${...} references
     host: str | None = None
     name: str | None = None
     ready_timeout: float = 600.0
@@ -290,7 +291,7 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
     env = engine_env(opts.engine)
     secret_names: list[str] = []
     for key, value in opts.env.items():
-        if SECRET_RE.search(key):
+        if SECRET_RE.search(key) or key in opts.secret_env:
             secret_names.append(key)
         else:
             env[key] = value
