@@ -288,3 +288,45 @@ class TestRegistry:
         monkeypatch.setitem(sys.modules, "dflashctl.registry", types.ModuleType("r"))
         with pytest.raises(UsageError, match="get_entry"):
             expected_range("x")
+
+
+# ---- known engine defects from the catalogue ----------------------------------------------
+
+REAL_032 = (
+    "(APIServer pid=7) INFO 12-02 12:50:01 [api_server.py:1901] vLLM API server version 0.32.0\n"
+    "(APIServer pid=7) INFO 12-02 12:54:50 [loggers.py:335] Engine 000: Avg prompt throughput: "
+    "1.7 tokens/s, Avg generation throughput: 5.4 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+    "CPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%\n"
+    "(APIServer pid=7) INFO 12-02 12:56:32 [metrics.py:120] SpecDecoding metrics: Mean acceptance "
+    "length: 1.09, Accepted throughput: 0.61 tokens/s, Drafted throughput: 46.92 tokens/s, "
+    "Accepted: 53 tokens, Drafted: 4109 tokens, Per-position acceptance rate: 0.070, 0.010, "
+    "0.003, 0.001, 0.000, 0.000, 0.000, Avg Draft acceptance rate: 1.3%\n"
+)
+
+
+def _judged(text: str):
+    from dflashctl.metrics.analyze import analyze_chunks
+
+    return analyze_chunks([text.encode()], source="server.log", opts=MetricsOptions())
+
+
+def test_a_collapse_on_a_known_engine_version_names_its_catalogued_defects():
+    rep = _judged(REAL_032)
+    assert (rep.state.engine_version, rep.state.engine_build) == ("0.32.0", "cpu")
+    (alarm,) = [f for f in rep.findings if f.severity == "alarm"]
+    causes = [c.cause for c in alarm.likely_causes]
+    assert causes[0].startswith("target/drafter mismatch")  # the metrics' own reading first
+    k_norm = [c for c in alarm.likely_causes if "vllm-cpu-context-k-norm" in c.cause]
+    assert k_norm and "dflashctl doctor --engine vllm" in k_norm[0].check
+
+
+def test_no_version_no_catalogue_claims():
+    text = REAL_032.split("\n", 1)[1]  # the same log without its version line
+    rep = _judged(text)
+    assert rep.state.engine_version is None
+    (alarm,) = [f for f in rep.findings if f.severity == "alarm"]
+    assert not any("known engine defect" in c.cause for c in alarm.likely_causes)
+    gpu = _judged(REAL_032.replace("CPU KV cache", "GPU KV cache"))  # the defect is CPU-only
+    assert gpu.state.engine_build == "gpu"
+    (alarm,) = [f for f in gpu.findings if f.severity == "alarm"]
+    assert not any("vllm-cpu-context-k-norm" in c.cause for c in alarm.likely_causes)

@@ -20,10 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dflashctl.errors import InputError, UsageError
+from dflashctl.errors import DflashError, InputError, UsageError
 from dflashctl.metrics.alarms import Thresholds, evaluate
 from dflashctl.metrics.scanner import ENGINES, LogScanner
-from dflashctl.metrics.window import MetricsReport, MetricsState
+from dflashctl.metrics.window import Cause, MetricsReport, MetricsState
 
 CHUNK = 8 << 20
 
@@ -125,7 +125,27 @@ def thresholds_for(source: str, opts: MetricsOptions, *, follow: bool = False) -
 def judge(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> MetricsReport:
     if opts.drafter and th.expected_min is None:
         state.notes.append(f"the registry has no expected acceptance range for {opts.drafter}")
-    return MetricsReport(state, evaluate(state, th))
+    findings = evaluate(state, th)
+    for f in findings:
+        if f.severity == "alarm":
+            f.likely_causes += known_defect_causes(state, f.kind)
+    return MetricsReport(state, findings)
+
+
+def known_defect_causes(state: MetricsState, alarm_kind: str) -> list[Cause]:
+    """Known engine defects (dflashctl/defects.yaml) that can explain an alarm, for the engine
+    version the log names. Without a version nothing is claimed: every vLLM defect would be
+    "possible" and bury the causes that the metrics themselves point to."""
+    if state.engine is None or state.engine_version is None:
+        return []
+    from dflashctl.defects import Facts, likely_causes
+
+    facts = Facts(engine=state.engine, version=state.engine_version, build=state.engine_build)
+    try:
+        found = likely_causes(facts, alarm_kind)
+    except DflashError:
+        return []  # an unparsable version: the rules below still name the causes
+    return [Cause(cause, check) for cause, check in found]
 
 
 # ---- logs -----------------------------------------------------------------------------------

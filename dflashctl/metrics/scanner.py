@@ -57,6 +57,7 @@ FATAL_NEEDLES = (
     b"out of memory",
 )
 
+VERSION_RE = re.compile(rb"server version v?(\d+\.\d+[0-9A-Za-z.+-]*)")
 LOOKBACK = 1024  # bytes kept before a metrics line, where its `Engine 000:` line is
 FORWARD = 1536  # bytes kept from the needle on: the metrics line (cut at its newline later)
 MAX_LINE = 1 << 20  # a "line" longer than this is not a metrics line: drop it
@@ -104,6 +105,8 @@ class LogScanner:
         self._fatal: tuple[int, bytes] | None = None
         self._newest: tuple[int, bytes] | None = None
         self._config: tuple[int, bytes] | None = None
+        self._version: bytes | None = None  # vLLM's "server version X" of the latest launch
+        self._build: str | None = None  # "cpu" | "gpu": the companion's "CPU/GPU KV cache usage"
         self._prev_tail = b""
         self._sampled = 0
         self._binary = 0
@@ -346,6 +349,10 @@ class LogScanner:
             ls, line = self._line_at(buf, a, p, b)
             if self._pending_startup is None or g0 + ls > self._pending_startup[0]:
                 self._pending_startup = (g0 + ls, line)
+            v = buf.rfind(b"server version ", a, b)  # only in chunks with a start-up line
+            if v >= 0:
+                m = VERSION_RE.match(buf, v)
+                self._version = m.group(1) if m else None
                 if len(self._metric_needles) == 1 and self.engine == "vllm":
                     self._set_needles(lock=None)  # a new launch may be another vLLM version
         p = self._last_of(buf, self._config_needles, a, b)
@@ -479,6 +486,8 @@ class LogScanner:
         w.timestamp_raw = info.ts.text() if info.ts else None
         labels = self._engines_of.setdefault(info.stream, set())
         if companion is not None:
+            if b"KV cache usage" in companion:
+                self._build = "cpu" if b"CPU KV cache usage" in companion else "gpu"
             comp = parse_companion(clean(companion))
             if "engine" in comp:
                 w.stream = str(comp["engine"])
@@ -545,6 +554,9 @@ class LogScanner:
         )
         if self._config:
             st.spec_config = parse_spec_config(clean(self._config[1]))
+        if self._version:
+            st.engine_version = self._version.decode("ascii", "replace").rstrip(".,")
+        st.engine_build = self._build
         st.notes = self._notes(windows, mk.get("fatal"))
         return st
 

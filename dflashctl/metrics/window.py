@@ -175,6 +175,8 @@ class MetricsState:
     unknown_fields: list[str] = field(default_factory=list)
     non_spec_decode_lines: int = 0
     lifetime: SpecWindow | None = None  # Prometheus: totals since the engine started
+    engine_version: str | None = None  # vLLM's "server version X" line, when the log has it
+    engine_build: str | None = None  # "cpu" | "gpu" from its "CPU/GPU KV cache usage" field
 
     @property
     def latest(self) -> SpecWindow | None:
