@@ -8,11 +8,16 @@ In one run (SPEC.md's matched methodology: batch one, greedy, the same prompts f
                       (interleaved between the modes) of decode speed excluding the first token
                       (so prefill is not counted);
                       goal: speculative >= 2.5x plain on the demo pair
+    held-out          the same measurement on the demo pair's 24 held-out evaluation prompts
+                      (dflashctl/assets/demo/eval_prompts.json: chat requests in the domain the
+                      pair was trained on, absent from its training text; docs/demo-pair.md):
+                      the median over prompts of each prompt's speedup
     peak RSS          of the real server (`python -m dflashctl.engine.server`, speculative),
                       after it served the three prompts: /proc/PID/status VmHWM; goal < 1 GB
 
     .venv/bin/python bench/bench_engine.py                       # the embedded demo pair
     .venv/bin/python bench/bench_engine.py --model T --drafter D --max-tokens 256 --json
+    .venv/bin/python bench/bench_engine.py --heldout none      # the three fixtures only
 """
 
 from __future__ import annotations
@@ -149,6 +154,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--ignore-eos", action="store_true", help="always decode --max-tokens")
     ap.add_argument("--no-server", action="store_true", help="skip the server RSS measurement")
+    ap.add_argument(
+        "--heldout",
+        default=str(DEMO / "eval_prompts.json"),
+        help="a JSON list of prompts measured as a second set ('none' to skip); default: the "
+        "demo pair's held-out evaluation prompts",
+    )
+    ap.add_argument("--heldout-tokens", type=int, default=128, help="per held-out run")
     ap.add_argument("--json", action="store_true", help="figures as JSON on stdout")
     args = ap.parse_args()
     for path in (args.model, args.drafter):
@@ -189,6 +201,33 @@ def main() -> None:
         name: result["speculative"][name]["tokens_per_s"] / result["plain"][name]["tokens_per_s"]
         for name in prompts
     }
+    if args.heldout != "none":
+        texts = json.loads(Path(args.heldout).read_text())
+        held = {
+            f"heldout-{i:02d}": tok.apply_chat_template([{"role": "user", "content": t}])
+            for i, t in enumerate(texts)
+        }
+        runs = bench_modes({"plain": plain, "speculative": spec}, held, args.heldout_tokens)
+        speedups = [
+            runs["speculative"][n]["tokens_per_s"] / runs["plain"][n]["tokens_per_s"] for n in held
+        ]
+        taus = [runs["speculative"][n]["mean_acceptance_length"] or 0.0 for n in held]
+        result["heldout"] = {
+            "prompts": args.heldout,
+            "count": len(held),
+            "max_tokens": args.heldout_tokens,
+            "median_speedup": statistics.median(speedups),
+            "min_speedup": min(speedups),
+            "max_speedup": max(speedups),
+            "mean_acceptance_length": statistics.mean(taus),
+            "plain_median_tokens_per_s": statistics.median(
+                runs["plain"][n]["tokens_per_s"] for n in held
+            ),
+            "speculative_median_tokens_per_s": statistics.median(
+                runs["speculative"][n]["tokens_per_s"] for n in held
+            ),
+            "runs": runs,
+        }
     result["bench_seconds"] = round(time.perf_counter() - t0, 1)
     del plain, spec
     if not args.no_server:
@@ -213,6 +252,16 @@ def main() -> None:
         )
     median_speedup = statistics.median(result["speedup"].values())
     print(f"median speedup {median_speedup:.2f}x (goal >= {SPEEDUP_GOAL}x)")
+    if "heldout" in result:
+        h = result["heldout"]
+        print(
+            f"held-out prompts ({h['count']}, up to {h['max_tokens']} tokens): plain "
+            f"{h['plain_median_tokens_per_s']:.1f} tok/s, spec "
+            f"{h['speculative_median_tokens_per_s']:.1f} tok/s (medians), speedup median "
+            f"{h['median_speedup']:.2f}x (min {h['min_speedup']:.2f}x, max "
+            f"{h['max_speedup']:.2f}x), mean tau {h['mean_acceptance_length']:.2f} "
+            f"(goal >= {SPEEDUP_GOAL}x)"
+        )
     if "server" in result:
         srv = result["server"]
         print(

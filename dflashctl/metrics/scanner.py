@@ -57,7 +57,10 @@ FATAL_NEEDLES = (
     b"out of memory",
 )
 
+# vLLM's "vLLM API server version X" / "vLLM server version X" start-up line
 VERSION_RE = re.compile(rb"server version v?(\d+\.\d+[0-9A-Za-z.+-]*)")
+# the engine-config line of every V1 launch: "Initializing a V1 LLM engine (v0.32.0) with config"
+ENGINE_VERSION_RE = re.compile(r"LLM engine \(v(\d+\.\d+[0-9A-Za-z.+-]*)\)")
 LOOKBACK = 1024  # bytes kept before a metrics line, where its `Engine 000:` line is
 FORWARD = 1536  # bytes kept from the needle on: the metrics line (cut at its newline later)
 MAX_LINE = 1 << 20  # a "line" longer than this is not a metrics line: drop it
@@ -556,6 +559,9 @@ class LogScanner:
             st.spec_config = parse_spec_config(clean(self._config[1]))
         if self._version:
             st.engine_version = self._version.decode("ascii", "replace").rstrip(".,")
+        elif self._config:
+            m = ENGINE_VERSION_RE.search(clean(self._config[1]))
+            st.engine_version = m.group(1) if m else None
         st.engine_build = self._build
         st.notes = self._notes(windows, mk.get("fatal"))
         return st
