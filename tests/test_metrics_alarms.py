@@ -127,6 +127,12 @@ class TestBelowExpected:
         assert "3.16-7.87 for qwen3-8b-dflash-b16" in f[0].message
         assert alarms(judge([win(3.16)], th)) == []
 
+    def test_a_shortfall_of_more_than_half_names_a_mismatch_first(self):
+        th = Thresholds(expected_min=5.2, expected_max=7.6, drafter="demo")
+        slight = judge([win(4.9, i=0), win(4.9, i=1)], th)[0].likely_causes
+        deep = judge([win(1.52, i=0), win(1.52, i=1)], th)[0].likely_causes
+        assert "workload" in slight[0].cause and "mismatch" in deep[0].cause
+
     def test_first_window_after_startup_is_a_cold_start(self):
         th = Thresholds(min_acceptance_length=2.7)
         f = judge([win(2.52)], th, latest_launch_has_startup=True)

@@ -268,6 +268,10 @@ def _below_expected(ws: list[SpecWindow], th: Thresholds, cold: bool) -> list[Fi
         return []
     label, x = max(fails, key=lambda f: f[1])
     causes = [cause_workload(th), cause_thinking(th), cause_mismatch(th), cause_quant(th)]
+    if mean - 1 < 0.5 * (x - 1):
+        # less than half the expected accepted tokens per draft: more than a workload shift
+        # or thinking mode explains (those roughly halve it at worst); a config mismatch first
+        causes = [cause_mismatch(th), cause_thinking(th), cause_workload(th), cause_quant(th)]
     if cold:
         return [
             Finding(
