@@ -248,7 +248,7 @@ def _fetch(hp: HostPlan, opts: Any) -> StepResult:
         host=opts.host,
         remote_dir=opts.drafter if opts.host else None,
     )
-    where = rep.remote.to_json().get("directory") if rep.remote else None
+    where = rep.remote.directory if rep.remote else None
     opts.drafter = str(where or rep.directory)
     status = "ok" if rep.ok else "fail"
     return StepResult(

@@ -82,6 +82,21 @@ class TestNoMetrics:
         assert "τ ?" in out and "acceptance unknown" in out
 
 
+class TestShortAnswers:
+    def test_an_answer_that_stops_early_gets_no_speedup(self, serve, monkeypatch, capsys):
+        """An end-of-sequence after a few tokens: a decode speed over them measures request
+        overhead, so the fixture is left out of the speedup and a note says why."""
+        plain = serve(CAPPED, spec=None)
+        terse = serve(Behaviour(text="Fine, done.", tokens=3), spec=HEALTHY)
+        code, d, _ = bench_json(monkeypatch, capsys, plain.url, terse.url)
+        assert code == 0
+        _, b = d["targets"]
+        for cell in b["fixtures"].values():
+            assert cell["completion_tokens"] == 3 and cell["speedup"] is None
+        assert b["mean_speedup"] is None
+        assert any("answers ended before 16 tokens" in n for n in b["notes"]), b["notes"]
+
+
 class TestFailedRequests:
     def test_500_is_recorded_and_exit_1(self, serve, monkeypatch, capsys):
         good = serve(CAPPED, spec=None)  # no spec counters: a plain server

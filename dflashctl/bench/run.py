@@ -454,14 +454,31 @@ def measure(b: Bench, results: list[TargetResult], prompts: list[Prompt]) -> Non
                 )  # fmt: skip
 
 
-def compare(results: list[TargetResult]) -> None:
-    """Speedup against the first target, and whether greedy output matches it."""
+MIN_DECODE_TOKENS = 32  # fewer decoded tokens than this: no speed worth comparing
+
+
+def compare(results: list[TargetResult], max_tokens: int | None = None) -> None:
+    """Speedup against the first target, and whether greedy output matches it. A fixture whose
+    answers stop early (an end-of-sequence after a few tokens) on either side gets no speedup:
+    a decode speed over a handful of tokens measures the request overhead, not decoding."""
     base = results[0]
+    floor = min(MIN_DECODE_TOKENS, max(2, (max_tokens or MIN_DECODE_TOKENS) // 4))
     for tr in results:
         for fixture, cell in tr.cells.items():
             ref = base.cells[fixture]
             mine, theirs = cell.decode_tokens_per_s, ref.decode_tokens_per_s
             cell.speedup = mine / theirs if mine and theirs else None
+            sides = {tr.label: cell, base.label: ref}  # one entry for the baseline itself
+            short = {
+                k: c for k, c in sides.items() if c.good and (c.completion_tokens or 0) < floor
+            }
+            if short:
+                cell.speedup = None
+                who = ", ".join(f"{k}'s ({c.completion_tokens:.0f})" for k, c in short.items())
+                tr.notes.append(
+                    f"{fixture}: {who} answers ended before {floor} tokens: too few to compare "
+                    "decode speeds; left out of the speedup"
+                )
             if tr is not base and cell.good and ref.good:
                 cell.matches_first_target = cell.good[0].text == ref.good[0].text
 
@@ -486,7 +503,7 @@ def run_bench(
         if opts.warmup_tokens > 0:
             warm_up(b, results, load_prompts("smoke")[0])
         measure(b, results, prompts)
-        compare(results)
+        compare(results, opts.max_tokens)
         for tr in results:
             if tr.metrics_state == UNREADABLE:
                 tr.notes.append(f"acceptance unknown: {tr.metrics_message}")
