@@ -158,13 +158,22 @@ def host_plans(path: Path, overrides: dict[str, Any] | None = None) -> tuple[str
     return book.name, plans
 
 
+SPEC_FLAGS = ("--speculative-config", "--speculative-algorithm", "--speculative-algo")
+
+
+def own_speculation(extra_args: list[str]) -> bool:
+    """A `spec: none` host that speculates by its own flags (SGLang MTP, vLLM's own
+    --speculative-config): a baseline, but not a plain one."""
+    return any(a.split("=", 1)[0] in SPEC_FLAGS for a in extra_args)
+
+
 def dry_run_steps(hp: HostPlan, p: Any) -> list[str]:
     """The steps `run` would take on one host, as the equivalent dflashctl commands."""
     from dflashctl.hosts import quote_argv
 
     where = ["--host", p.host] if p.host else []
     steps: list[list[str]] = []
-    if hp.fetch:
+    if hp.fetch and p.spec.spec == "dflash":
         f = hp.fetch
         steps.append(
             ["dflashctl", "fetch", str(f["drafter"])]
@@ -239,6 +248,8 @@ def run_host(hp: HostPlan, *, teardown: bool = False, on_step: OnStep | None = N
 def _fetch(hp: HostPlan, opts: Any) -> StepResult:
     if not hp.fetch:
         return StepResult("fetch", "skip", "local paths: nothing to download")
+    if opts.spec != "dflash":
+        return StepResult("fetch", "skip", "spec: none: this host serves no DFlash drafter")
     from dflashctl.fetch import fetch
 
     rep = fetch(
@@ -308,7 +319,7 @@ def _smoke(run: HostRun, hp: HostPlan, p: Any) -> StepResult:
         min_tokens_per_s=cfg.get("min_tokens_per_s"),
         prompts=[str(x) for x in cfg.get("prompts", [])],
         drafter=hp.verify.get("registry"),
-        expect_no_spec=p.spec.spec != "dflash",
+        expect_no_spec=p.spec.spec != "dflash" and not own_speculation(p.spec.extra_args),
         allow_repetition=cfg.get("repetition") == "warn",
     )
     rep = run_smoke(opts)
@@ -334,7 +345,8 @@ def _metrics(run: HostRun, hp: HostPlan, opts: Any) -> StepResult:
     from dflashctl.metrics import MetricsOptions, analyze_source
 
     if opts.spec != "dflash":
-        return StepResult("metrics", "skip", "no speculation configured")
+        what = "its own speculation (extra_args)" if own_speculation(opts.extra_args) else "none"
+        return StepResult("metrics", "skip", f"no DFlash drafter to judge (speculation: {what})")
     if not run.log:
         return StepResult("metrics", "skip", "no log to read")
     mopts = MetricsOptions(

@@ -138,3 +138,17 @@ def test_demo_field_story(monkeypatch, capsys, stop_all) -> None:  # noqa: F811
     assert story["verify-config --fix"]["ok"]
     assert fixed == pytest.approx(healthy, rel=0.15)
     assert code == 0
+
+
+def test_a_spec_none_host_with_its_own_speculation_is_a_baseline_not_a_plain_server() -> None:
+    """SGLang MTP next to a DFlash host (playbooks/field-story.yaml): no drafter to fetch, and
+    its speculation is not an error for smoke (it is not a plain `--expect-no-spec` server)."""
+    from dflashctl.pipeline import HostPlan, _fetch, own_speculation
+    from dflashctl.serve.launch import ServeOptions
+
+    mtp = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]
+    assert own_speculation(mtp) and own_speculation(["--speculative-config={}"])
+    assert not own_speculation(["--max-model-len", "8192"])
+    opts = ServeOptions(engine="sglang", model="m", spec="none", extra_args=mtp)
+    step = _fetch(HostPlan(serve=opts, fetch={"drafter": "demo"}), opts)
+    assert step.status == "skip" and "no DFlash drafter" in step.summary
