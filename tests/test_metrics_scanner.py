@@ -309,6 +309,25 @@ class TestFastPath:
             assert got == expect
             assert st.launches == 1 and st.windows[-1].stream == "engine 0"
 
+    def test_a_restart_without_a_version_line_unlocks_the_format(self):
+        """After a restart (here announced only by `Starting vLLM`), the next launch may be
+        another vLLM version printing another metrics format: both launches' windows count, and
+        the version comes from the first launch's line until a new one says otherwise."""
+        early = (
+            "INFO 11-20 11:00:{s:02d} [metrics.py:48] Speculative metrics: Draft acceptance "
+            "rate: 0.552, Number of accepted tokens: 331, Number of draft tokens: 600, "
+        )
+        lines = [*startup_lines(0, pid=1)]
+        lines += [spec_line(60 + 10 * i) for i in range(3)]
+        lines.append("INFO 11-20 10:59:00 [api_server.py:1] Starting vLLM API server on :8000")
+        lines += [early.format(s=10 * i) for i in range(3)]
+        # chunks smaller than a line, as a growing log is read; within one chunk the scan has
+        # already passed the later lines when it meets the start-up line (docs/metrics.md)
+        _, st = state_of(("\n".join(lines) + "\n").encode(), sizes=64)
+        assert [w.format for w in st.windows][-1] != st.windows[0].format
+        assert len(st.windows) == 6 and st.launches == 2
+        assert st.engine_version == "0.34.0"
+
     def test_restart_in_the_middle_is_a_new_launch(self):
         lines = [*startup_lines(0, pid=1)]
         for i in range(20):

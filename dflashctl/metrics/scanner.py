@@ -352,12 +352,12 @@ class LogScanner:
             ls, line = self._line_at(buf, a, p, b)
             if self._pending_startup is None or g0 + ls > self._pending_startup[0]:
                 self._pending_startup = (g0 + ls, line)
+                if len(self._metric_needles) == 1 and self.engine == "vllm":
+                    self._set_needles(lock=None)  # a new launch may be another vLLM version
             v = buf.rfind(b"server version ", a, b)  # only in chunks with a start-up line
             if v >= 0:
                 m = VERSION_RE.match(buf, v)
                 self._version = m.group(1) if m else None
-                if len(self._metric_needles) == 1 and self.engine == "vllm":
-                    self._set_needles(lock=None)  # a new launch may be another vLLM version
         p = self._last_of(buf, self._config_needles, a, b)
         if p >= 0:
             ls, line = self._line_at(buf, a, p, b)
