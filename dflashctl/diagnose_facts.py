@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflashctl.dflash_config import Resolved
-from dflashctl.metrics.log_parse import clean, parse_spec_config
+from dflashctl.metrics.log_parse import (
+    SERVER_VERSION_RE,
+    V1_ENGINE_VERSION_RE,
+    clean,
+    kv_cache_build,
+    parse_spec_config,
+)
 
 # ---- findings --------------------------------------------------------------------------------
 
@@ -62,10 +68,9 @@ LOG_MITIGATIONS = {"vllm-cpu-context-k-norm": KNORM_FIX_LINE}
 # a launch starts: vLLM <= 0.31 and >= 0.34 log `vLLM server version X`, 0.32 draws a logo whose
 # last row ends with `version X`; the bundled engine logs `dflashctl engine version X,`
 _LAUNCH = re.compile(
-    r"vLLM (?:API )?server version (\S+?),?(?:\s|$)|[\u2580\u2584\u2588]\s+version (\d\S*)\s*$"
-    r"|dflashctl engine version (\S+?),"
+    SERVER_VERSION_RE.pattern
+    + r"|[\u2580\u2584\u2588]\s+version (\d\S*)\s*$|dflashctl engine version (\S+?),"
 )
-_V1_ENGINE = re.compile(r"Initializing a V1 LLM engine \(v([^)\s]+)\)")
 _AUX = re.compile(r"Using auxiliary layers from speculative config: \(([-\d,\s]*)\)")
 _LOCAL_DFLASH = re.compile(
     r"DFlash: block size (\d+), num_speculative_tokens (\d+), mask token (-?\d+)"
@@ -159,7 +164,7 @@ def _line(facts: LogFacts, raw: bytes) -> LogFacts:
         facts.engine = "local" if m.group(3) else "vllm"
         facts.version = m.group(1) or m.group(2) or m.group(3)
         return facts
-    if (m := _V1_ENGINE.search(text)) is not None:
+    if (m := V1_ENGINE_VERSION_RE.search(text)) is not None:
         facts.engine = facts.engine or "vllm"
         facts.version = facts.version or m.group(1)
     if "speculative_config=" in text:
@@ -200,11 +205,8 @@ def _line(facts: LogFacts, raw: bytes) -> LogFacts:
         facts.port = int(m.group(1))
     if KNORM_FIX_LINE in text:
         facts.knorm_fix = True
-    if facts.engine != "local":
-        if "CPU KV cache" in text:
-            facts.build = "cpu"
-        elif "GPU KV cache" in text:
-            facts.build = facts.build or "gpu"
+    if facts.engine != "local" and (build := kv_cache_build(text)) is not None:
+        facts.build = "cpu" if build == "cpu" else facts.build or build
     return facts
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.errors import DflashError
+from dflashctl.serve.engines import own_speculation
 
 STEPS = ("fetch", "verify-config", "serve", "smoke", "metrics")
 
@@ -156,15 +157,6 @@ def host_plans(path: Path, overrides: dict[str, Any] | None = None) -> tuple[str
         for o in opts
     ]
     return book.name, plans
-
-
-SPEC_FLAGS = ("--speculative-config", "--speculative-algorithm", "--speculative-algo")
-
-
-def own_speculation(extra_args: list[str]) -> bool:
-    """A `spec: none` host that speculates by its own flags (SGLang MTP, vLLM's own
-    --speculative-config): a baseline, but not a plain one."""
-    return any(a.split("=", 1)[0] in SPEC_FLAGS for a in extra_args)
 
 
 def dry_run_steps(hp: HostPlan, p: Any) -> list[str]:

@@ -270,12 +270,16 @@ def _check_mapping(
         kind = schema[key]
         if kind == "hosts":
             continue
-        value, referenced = doc.expand((*prefix, key), value)
-        if referenced and kind in ("posint", "port", "number") and isinstance(value, str):
-            value = _number(value)
-        if referenced and kind == "env" and isinstance(value, dict):
-            raw = data[key]
-            doc.secret_env[prefix] = {k for k in raw if doc.expand((), raw[k])[1]}
+        if kind == "env" and isinstance(value, dict):
+            # each value on its own: the keys whose value holds a reference are secrets
+            expanded = {k: doc.expand((*prefix, key, str(k)), v) for k, v in value.items()}
+            value = {k: v for k, (v, _) in expanded.items()}
+            if refs := {k for k, (_, ref) in expanded.items() if ref}:
+                doc.secret_env[prefix] = refs
+        else:
+            value, referenced = doc.expand((*prefix, key), value)
+            if referenced and kind in ("posint", "port", "number") and isinstance(value, str):
+                value = _number(value)
         if not _ok(kind, value):
             raise doc.error((*prefix, key), f"must be {_words(kind)}, found {_shown(value)}")
         if kind == "args":

@@ -48,9 +48,11 @@ def excerpt(log: str) -> str:
 
 
 def metrics_excerpt(text: str) -> str:
+    """The families dflashctl reads: their samples and their `# HELP` / `# TYPE` lines."""
     keep = []
     for line in text.splitlines(keepends=True):
-        name = line.split(" ", 3)[2] if line.startswith("# ") and len(line.split(" ")) > 2 else line
+        words = line.split()
+        name = words[2] if line.startswith("# ") and len(words) > 2 else line
         if name.startswith(FAMILIES):
             keep.append(line)
     return "".join(keep)

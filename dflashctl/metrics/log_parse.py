@@ -384,6 +384,19 @@ def parse_companion(text: str) -> dict[str, float | str]:
     return out
 
 
+# vLLM's version at start-up: `vLLM (API) server version X` (<= 0.31, >= 0.34), and the line
+# every V1 launch logs, `Initializing a V1 LLM engine (vX) with config: …`
+SERVER_VERSION_RE = re.compile(r"vLLM (?:API )?server version (\S+?),?(?:\s|$)")
+V1_ENGINE_VERSION_RE = re.compile(r"Initializing a V1 LLM engine \(v([^)\s]+)\)")
+
+
+def kv_cache_build(text: str) -> str | None:
+    """ "cpu" or "gpu" from vLLM's `CPU/GPU KV cache usage` field (the `Engine 000:` line)."""
+    if "CPU KV cache" in text:
+        return "cpu"
+    return "gpu" if "GPU KV cache" in text else None
+
+
 def companion_busy(text: str) -> bool:
     """True when an `Engine NNN:` line shows requests running or tokens generated."""
     c = parse_companion(text)

@@ -22,9 +22,12 @@ from typing import Any
 
 from dflashctl.errors import InputError
 from dflashctl.metrics.log_parse import (
+    SERVER_VERSION_RE,
+    V1_ENGINE_VERSION_RE,
     RawTs,
     clean,
     companion_busy,
+    kv_cache_build,
     line_info,
     parse_companion,
     parse_sglang,
@@ -57,10 +60,6 @@ FATAL_NEEDLES = (
     b"out of memory",
 )
 
-# vLLM's "vLLM API server version X" / "vLLM server version X" start-up line
-VERSION_RE = re.compile(rb"server version v?(\d+\.\d+[0-9A-Za-z.+-]*)")
-# the engine-config line of every V1 launch: "Initializing a V1 LLM engine (v0.32.0) with config"
-ENGINE_VERSION_RE = re.compile(r"LLM engine \(v(\d+\.\d+[0-9A-Za-z.+-]*)\)")
 LOOKBACK = 1024  # bytes kept before a metrics line, where its `Engine 000:` line is
 FORWARD = 1536  # bytes kept from the needle on: the metrics line (cut at its newline later)
 MAX_LINE = 1 << 20  # a "line" longer than this is not a metrics line: drop it
@@ -108,7 +107,7 @@ class LogScanner:
         self._fatal: tuple[int, bytes] | None = None
         self._newest: tuple[int, bytes] | None = None
         self._config: tuple[int, bytes] | None = None
-        self._version: bytes | None = None  # vLLM's "server version X" of the latest launch
+        self._version: str | None = None  # vLLM's "server version X" of the latest launch
         self._build: str | None = None  # "cpu" | "gpu": the companion's "CPU/GPU KV cache usage"
         self._prev_tail = b""
         self._sampled = 0
@@ -356,7 +355,7 @@ class LogScanner:
                     self._set_needles(lock=None)  # a new launch may be another vLLM version
             v = buf.rfind(b"server version ", a, b)  # only in chunks with a start-up line
             if v >= 0:
-                m = VERSION_RE.match(buf, v)
+                m = SERVER_VERSION_RE.search(clean(self._line_at(buf, a, v, b)[1]))
                 self._version = m.group(1) if m else None
         p = self._last_of(buf, self._config_needles, a, b)
         if p >= 0:
@@ -489,9 +488,9 @@ class LogScanner:
         w.timestamp_raw = info.ts.text() if info.ts else None
         labels = self._engines_of.setdefault(info.stream, set())
         if companion is not None:
-            if b"KV cache usage" in companion:
-                self._build = "cpu" if b"CPU KV cache usage" in companion else "gpu"
-            comp = parse_companion(clean(companion))
+            ctext = clean(companion)
+            self._build = kv_cache_build(ctext) or self._build
+            comp = parse_companion(ctext)
             if "engine" in comp:
                 w.stream = str(comp["engine"])
                 labels.add(w.stream)
@@ -558,9 +557,9 @@ class LogScanner:
         if self._config:
             st.spec_config = parse_spec_config(clean(self._config[1]))
         if self._version:
-            st.engine_version = self._version.decode("ascii", "replace").rstrip(".,")
+            st.engine_version = self._version
         elif self._config:
-            m = ENGINE_VERSION_RE.search(clean(self._config[1]))
+            m = V1_ENGINE_VERSION_RE.search(clean(self._config[1]))
             st.engine_version = m.group(1) if m else None
         st.engine_build = self._build
         st.notes = self._notes(windows, mk.get("fatal"))

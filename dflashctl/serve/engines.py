@@ -101,6 +101,15 @@ def _flag_value(args: list[str], flag: str) -> str | None:
     return None
 
 
+SPEC_FLAGS = ("--speculative-config", "--speculative-algorithm", "--speculative-algo")
+
+
+def own_speculation(extra_args: list[str]) -> bool:
+    """Extra engine args that configure speculation themselves (SGLang MTP, vLLM's own
+    --speculative-config): a `spec: none` server with them is a baseline, but not a plain one."""
+    return any(_flag_value(extra_args, flag) is not None for flag in SPEC_FLAGS)
+
+
 def speculative_config(drafter: str, k: int) -> str:
     return json.dumps(
         {"method": "dflash", "model": drafter, "num_speculative_tokens": k},
