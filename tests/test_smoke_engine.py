@@ -185,8 +185,9 @@ class TestDemoPair:
         assert row(d, "speculation")["status"] == "ok"
 
     def test_stale_mask_alarms_against_the_healthy_figure(self, tmp_path, monkeypatch, capsys):
-        """On this small CPU-trained pair the mask id off by six drops acceptance by ~40 %
-        rather than collapsing it (docs/demo-pair.md): judged against the healthy figure."""
+        """The mask id off by six drops this pair's acceptance by ~78 % (6.55 -> 1.43 held-out,
+        docs/demo-pair.md): near the field's collapse, not under its 1.30 line, so it is judged
+        against the healthy figure."""
         from dflashctl.stale import write_stale_copy
 
         stale = tmp_path / "stale-drafter"
@@ -203,5 +204,5 @@ class TestDemoPair:
         finally:
             server.stop()
         assert code == 1
-        assert d["mean_acceptance_length"] < 5.3
+        assert d["mean_acceptance_length"] < 2.0
         assert "below_expected" in [a["kind"] for a in d["alarms"]]

@@ -125,8 +125,9 @@ def test_bf16_unpatched_reports_divergence(ours: dict, scratch: Path) -> None:
 
 def test_stale_mask_drops_on_vllm_as_on_ours(ours: dict, scratch: Path) -> None:
     """The mask id off by six, served by both engines: the same drop on both, and
-    `dflashctl metrics` on vLLM's own log alarms against the healthy figure. (On this CPU-trained
-    pair the drop is about 40 %, not the field's collapse to ~1: docs/demo-pair.md.)"""
+    `dflashctl metrics` on vLLM's own log alarms against the healthy figure. (On this pair the
+    drop is about 78 %, to ~1.4: near the field's collapse, not under its 1.30 line;
+    docs/demo-pair.md.)"""
     from dflashctl.metrics import MetricsOptions, analyze_source
 
     stale = scratch / "drafter-stale-mask"
@@ -137,7 +138,7 @@ def test_stale_mask_drops_on_vllm_as_on_ours(ours: dict, scratch: Path) -> None:
     tau_vllm, tau_ours = res["mean_acceptance_length"], mine["mean_acceptance_length"]
     print(f"\nstale mask id: vLLM {tau_vllm:.2f}, ours {tau_ours:.2f} (healthy {healthy:.2f})")
     assert tau_vllm == pytest.approx(tau_ours, rel=0.10)
-    assert tau_vllm < 0.8 * healthy
+    assert tau_vllm < 0.8 * healthy and tau_vllm < 2.0
     assert res["texts"] == mine["texts"] == ours["texts"]  # lossless: only speed suffers
     floor = round(0.8 * healthy, 2)
     report = analyze_source(str(res["log"]), MetricsOptions(min_acceptance_length=floor))
