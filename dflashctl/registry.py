@@ -63,11 +63,24 @@ class ExpectedAcceptance:
 
 
 @dataclass(frozen=True)
+class TargetPackage:
+    """A target shipped inside a package (the demo pair's: a GGUF in a PyPI wheel)."""
+
+    name: str
+    version: str
+    wheel: str  # the wheel's file name
+    sha256: str
+    member: str  # the model file's path inside the wheel
+
+
+@dataclass(frozen=True)
 class TargetSpec:
     repo: str | None
     num_hidden_layers: int | None
     hidden_size: int | None
     vocab_size: int | None
+    package: TargetPackage | None = None
+    files: tuple[FileSpec, ...] = ()  # what setting the target up must produce
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,15 @@ TARGET_KEYS: dict[str, tuple[str, bool]] = {
     "num_hidden_layers": ("int", False),
     "hidden_size": ("int", False),
     "vocab_size": ("int", False),
+    "package": ("package", False),
+    "files": ("files", False),
+}
+PACKAGE_KEYS: dict[str, tuple[str, bool]] = {
+    "name": ("str", True),
+    "version": ("str", True),
+    "wheel": ("str", True),
+    "sha256": ("sha256", True),
+    "member": ("str", True),
 }
 FILE_KEYS: dict[str, tuple[str, bool]] = {
     "path": ("str", True),
@@ -181,7 +203,8 @@ TYPE_WORDS = {
     "mapping": "a mapping",
     "files": "a list of {path, sha256, size}",
     "acceptance": "a mapping {min, max, source}",
-    "target": "a mapping {repo, num_hidden_layers, hidden_size, vocab_size}",
+    "target": "a mapping {repo, num_hidden_layers, hidden_size, vocab_size, package, files}",
+    "package": "a mapping {name, version, wheel, sha256, member}",
 }
 
 
@@ -257,7 +280,7 @@ def _type_ok(kind: str, value: Any) -> bool:
         return isinstance(value, str) and HEX40.fullmatch(value) is not None
     if kind == "sha256":
         return isinstance(value, str) and HEX64.fullmatch(value) is not None
-    if kind in ("mapping", "acceptance", "target"):
+    if kind in ("mapping", "acceptance", "target", "package"):
         return isinstance(value, dict)
     if kind == "files":
         return isinstance(value, list)
@@ -290,6 +313,14 @@ def _check_keys(
     return data
 
 
+def _files(doc: _Doc, items: Any, prefix: tuple[str, ...]) -> tuple[FileSpec, ...]:
+    files = []
+    for i, item in enumerate(items or []):
+        item = _check_keys(doc, item, FILE_KEYS, (*prefix, str(i)))
+        files.append(FileSpec(item["path"], item.get("sha256"), item.get("size")))
+    return tuple(files)
+
+
 def _tuple(value: Any) -> tuple[Any, ...] | None:
     return tuple(value) if value is not None else None
 
@@ -318,17 +349,21 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
             raise doc.error((key,), f"must be positive, found {value}")
 
     target_data = _check_keys(doc, data["target"], TARGET_KEYS, ("target",))
+    package = None
+    if target_data.get("package") is not None:
+        pkg = _check_keys(doc, target_data["package"], PACKAGE_KEYS, ("target", "package"))
+        package = TargetPackage(
+            pkg["name"], pkg["version"], pkg["wheel"], pkg["sha256"], pkg["member"]
+        )
     target = TargetSpec(
         repo=target_data.get("repo"),
         num_hidden_layers=target_data.get("num_hidden_layers"),
         hidden_size=target_data.get("hidden_size"),
         vocab_size=target_data.get("vocab_size"),
+        package=package,
+        files=_files(doc, target_data.get("files"), ("target", "files")),
     )
-
-    files: list[FileSpec] = []
-    for i, item in enumerate(data.get("files") or []):
-        item = _check_keys(doc, item, FILE_KEYS, ("files", str(i)))
-        files.append(FileSpec(item["path"], item.get("sha256"), item.get("size")))
+    files = _files(doc, data.get("files"), ("files",))
 
     acceptance = None
     if data.get("expected_acceptance") is not None:
@@ -407,7 +442,7 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
         is_causal=data.get("is_causal"),
         rope_theta=float(data["rope_theta"]) if data.get("rope_theta") is not None else None,
         dflash_config=tuple(sorted(dflash_extra.items())),
-        files=tuple(files),
+        files=files,
         expected_acceptance=acceptance,
         unconfirmed=frozenset(unconfirmed),
         notes=data.get("notes"),

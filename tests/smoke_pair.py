@@ -69,7 +69,7 @@ def write_tiny_pair(root: Path, *, seed: int = 0) -> tuple[Path, Path]:
     import torch
 
     from dflashctl.engine.drafter import Drafter, DrafterArgs
-    from dflashctl.engine.model import ModelArgs, Qwen3
+    from dflashctl.engine.model import ModelArgs, Transformer
 
     target, drafter = root / "target", root / "drafter"
     target.mkdir(parents=True, exist_ok=True)
@@ -121,7 +121,7 @@ def write_tiny_pair(root: Path, *, seed: int = 0) -> tuple[Path, Path]:
     (drafter / "config.json").write_text(json.dumps(d_cfg, indent=2))
 
     torch.manual_seed(seed)
-    model = Qwen3(ModelArgs.from_hf_config(t_cfg))
+    model = Transformer(ModelArgs.from_hf_config(t_cfg))
     with torch.no_grad():
         model.embed_tokens.weight.normal_(0.0, 1.0)
         # Special tokens get a zero logit, so greedy decoding never picks one: answers run to

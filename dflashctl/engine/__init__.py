@@ -1,1 +1,2 @@
-"""The bundled engine: Qwen3 target + DFlash drafter, greedy, batch one, and its server."""
+"""The bundled engine: a Qwen3, Llama or Qwen2 target + DFlash drafter, greedy, batch one, and its
+server."""

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from dflashctl.engine.drafter import Drafter, DrafterArgs
-from dflashctl.engine.model import ModelArgs, Qwen3, rope_cache
+from dflashctl.engine.model import ModelArgs, Transformer, rope_cache
 from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.engine.weights import generation_eos, load_config, load_into, read_state
 from dflashctl.errors import EngineError
@@ -75,8 +76,14 @@ class Generation:
     stats: SpecStats
 
 
-def _materialize_rope(model: Qwen3 | Drafter, head_dim: int, max_pos: int, theta: float) -> None:
-    cos, sin = rope_cache(head_dim, max_pos, theta)
+def _materialize_rope(
+    model: Transformer | Drafter,
+    head_dim: int,
+    max_pos: int,
+    theta: float,
+    scaling: dict[str, Any] | None = None,
+) -> None:
+    cos, sin = rope_cache(head_dim, max_pos, theta, scaling)
     dev = next(model.parameters()).device
     model.rope_cos, model.rope_sin = cos.to(dev), sin.to(dev)
 
@@ -86,7 +93,7 @@ class Engine:
 
     def __init__(
         self,
-        target: Qwen3,
+        target: Transformer,
         drafter: Drafter | None,
         tokenizer: ChatTokenizer,
         eos_ids: list[int],
@@ -118,7 +125,7 @@ class Engine:
         t_cfg = load_config(target_dir)
         args = ModelArgs.from_hf_config(t_cfg)
         with torch.device("meta"):
-            target = Qwen3(args)
+            target = Transformer(args)
         load_into(target, read_state(target_dir), rename={"model.": ""}, dtype=dtype, device=device)
         drafter = None
         k = 0
@@ -146,7 +153,9 @@ class Engine:
         # positions past it (their tokens are never committed), whatever the drafter's
         # max_position_embeddings says
         max_len = min(max_model_len, args.max_position_embeddings)
-        _materialize_rope(target, args.head_dim, max_len + k + 1, args.rope_theta)
+        _materialize_rope(
+            target, args.head_dim, max_len + k + 1, args.rope_theta, args.rope_scaling
+        )
         if drafter is not None:
             _materialize_rope(
                 drafter, drafter.args.head_dim, max_len + k + 1, drafter.args.rope_theta

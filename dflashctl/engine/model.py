@@ -1,12 +1,19 @@
-"""Qwen3 dense target model, gpt-fast style: one config dataclass, a static KV cache, small modules.
+"""Dense decoder-only target models, gpt-fast style: one config dataclass, a static KV cache,
+small modules.
 
-Parameter names follow Hugging Face `Qwen3ForCausalLM` minus the leading `model.` (see weights.py),
-so checkpoints load with a near-identity map. `forward` also returns the hidden states a DFlash
+Three Hugging Face architectures differ here only in their attention projections (`ARCHS`):
+- `qwen3` (`Qwen3ForCausalLM`): per-head RMSNorm on q and k (`q_norm`, `k_norm`), biases on all
+  four projections iff `attention_bias`;
+- `llama` (`LlamaForCausalLM`): no q/k norm, biases iff `attention_bias`, MLP bias iff `mlp_bias`;
+- `qwen2` (`Qwen2ForCausalLM`): no q/k norm, biases on q/k/v always and never on o.
+Parameter names follow Hugging Face minus the leading `model.` (see weights.py), so checkpoints
+load with a near-identity map. `forward` also returns the hidden states a DFlash
 drafter taps: `taps` are *capture indices* in vLLM's convention — index i is the residual stream
 at the input of decoder layer i (i == num_layers: the final pre-norm state), i.e. the output of
 0-based layer i-1 = HF `hidden_states[i]`.
 
-References: Qwen3 (transformers `modeling_qwen3.py`), gpt-fast `model.py`.
+References: transformers `modeling_qwen3.py`, `modeling_llama.py`, `modeling_qwen2.py`;
+gpt-fast `model.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +24,17 @@ from typing import Any, cast
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from dflashctl.errors import EngineError
+
+# model_type -> the attention projections' biases: "flag" = all four iff `attention_bias`;
+# "qkv" = q/k/v always, o never (Qwen2). qk_norm: per-head RMSNorm on q and k.
+ARCHS: dict[str, dict[str, Any]] = {
+    "qwen3": {"qk_norm": True, "bias": "flag", "class": "Qwen3ForCausalLM"},
+    "llama": {"qk_norm": False, "bias": "flag", "class": "LlamaForCausalLM"},
+    "qwen2": {"qk_norm": False, "bias": "qkv", "class": "Qwen2ForCausalLM"},
+}
+ROPE_TYPES = ("default", "linear", "llama3")
 
 
 @dataclass
@@ -32,17 +50,33 @@ class ModelArgs:
     rope_theta: float = 1e6
     max_position_embeddings: int = 4096
     tie_word_embeddings: bool = False
-    attention_bias: bool = False
+    attention_bias: bool = False  # q/k/v bias
+    o_bias: bool | None = None  # None: as attention_bias
+    mlp_bias: bool = False
+    qk_norm: bool = True
+    model_type: str = "qwen3"
+    rope_scaling: dict[str, Any] | None = None  # rope_parameters beyond theta (linear, llama3)
     eos_token_ids: list[int] = field(default_factory=list)
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArgs:
         text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
         assert isinstance(text, dict)
+        model_type = model_type_of(cfg)
+        arch = ARCHS[model_type]
         heads = text["num_attention_heads"]
-        rope = text.get("rope_parameters") or {}
+        rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
         theta = rope.get("rope_theta", text.get("rope_theta", 1e6))
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        if rope_type not in ROPE_TYPES:
+            raise EngineError(
+                f"RoPE type {rope_type!r} is not implemented by the bundled engine "
+                f"(it implements {', '.join(ROPE_TYPES)})"
+            )
+        if text.get("use_sliding_window"):
+            raise EngineError("sliding-window targets are not implemented by the bundled engine")
         eos = text.get("eos_token_id", cfg.get("eos_token_id"))
+        bias = bool(text.get("attention_bias", False))
         return cls(
             vocab_size=text["vocab_size"],
             hidden_size=text["hidden_size"],
@@ -55,9 +89,32 @@ class ModelArgs:
             rope_theta=float(theta or 1e6),
             max_position_embeddings=text.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            attention_bias=bool(text.get("attention_bias", False)),
+            attention_bias=True if arch["bias"] == "qkv" else bias,
+            o_bias=False if arch["bias"] == "qkv" else bias,
+            mlp_bias=bool(text.get("mlp_bias", False)),
+            qk_norm=arch["qk_norm"],
+            model_type=model_type,
+            rope_scaling=dict(rope) if rope_type != "default" else None,
             eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []),
         )
+
+
+def model_type_of(cfg: dict[str, Any]) -> str:
+    """The architecture a target config names (`model_type`, else its `architectures`)."""
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    assert isinstance(text, dict)
+    model_type = text.get("model_type") or cfg.get("model_type")
+    if model_type not in ARCHS:
+        by_class = {a["class"]: name for name, a in ARCHS.items()}
+        archs = [a for a in cfg.get("architectures") or [] if a in by_class]
+        if archs and model_type is None:
+            return by_class[archs[0]]
+        raise EngineError(
+            f"the bundled engine does not implement {model_type or 'this'!r} targets "
+            f"(it implements {', '.join(sorted(ARCHS))})",
+            "serve this target with vLLM or SGLang: dflashctl serve --engine vllm --model ...",
+        )
+    return str(model_type)
 
 
 class RMSNorm(nn.Module):
@@ -73,13 +130,35 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
-def rope_cache(head_dim: int, max_pos: int, theta: float) -> tuple[Tensor, Tensor]:
-    """cos/sin tables [max_pos, head_dim] for neox-style (rotate-half) RoPE, as Qwen3 uses."""
+def rope_cache(
+    head_dim: int, max_pos: int, theta: float, scaling: dict[str, Any] | None = None
+) -> tuple[Tensor, Tensor]:
+    """cos/sin tables [max_pos, head_dim] for neox-style (rotate-half) RoPE, as all three
+    architectures use; `scaling` is a `rope_parameters` mapping of type linear or llama3."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind == "linear":
+        inv_freq = inv_freq / float(scaling["factor"])  # type: ignore[index]
+    elif kind == "llama3":
+        inv_freq = _llama3_frequencies(inv_freq, scaling or {})
     t = torch.arange(max_pos, dtype=torch.float64)
     freqs = torch.outer(t, inv_freq)  # [max_pos, head_dim/2]
     emb = torch.cat([freqs, freqs], dim=-1)  # [max_pos, head_dim]
     return emb.cos().float(), emb.sin().float()
+
+
+def _llama3_frequencies(inv_freq: Tensor, p: dict[str, Any]) -> Tensor:
+    """Llama 3.1's frequency-dependent scaling: long wavelengths / factor, short ones kept, a
+    smooth blend between (transformers `_compute_llama3_parameters`)."""
+    factor, low = float(p["factor"]), float(p["low_freq_factor"])
+    high = float(p["high_freq_factor"])
+    old_len = float(p["original_max_position_embeddings"])
+    wavelen = 2 * torch.pi / inv_freq
+    scaled = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+    return torch.where(medium, blended, scaled)
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -116,18 +195,21 @@ class Attention(nn.Module):
             a.num_key_value_heads,
             a.head_dim,
         )
+        o_bias = a.attention_bias if a.o_bias is None else a.o_bias
         self.q_proj = nn.Linear(a.hidden_size, self.n_head * self.head_dim, bias=a.attention_bias)
         self.k_proj = nn.Linear(a.hidden_size, self.n_kv * self.head_dim, bias=a.attention_bias)
         self.v_proj = nn.Linear(a.hidden_size, self.n_kv * self.head_dim, bias=a.attention_bias)
-        self.o_proj = nn.Linear(self.n_head * self.head_dim, a.hidden_size, bias=a.attention_bias)
-        self.q_norm = RMSNorm(self.head_dim, a.rms_norm_eps)
-        self.k_norm = RMSNorm(self.head_dim, a.rms_norm_eps)
+        self.o_proj = nn.Linear(self.n_head * self.head_dim, a.hidden_size, bias=o_bias)
+        # Qwen3 only: per-head RMSNorm on q and k (Llama and Qwen2 have none)
+        self.q_norm = RMSNorm(self.head_dim, a.rms_norm_eps) if a.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.head_dim, a.rms_norm_eps) if a.qk_norm else nn.Identity()
         self.kv_cache: KVCache | None = None
 
     def forward(
         self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, input_pos: Tensor | None
     ) -> Tensor:
-        # x: [B, S, H]; cos/sin: [S, D]; mask: [S, K] bool (True = attend) or None = causal
+        # x: [B, S, H]; cos/sin: [S, D] or [B, 1, S, D]; mask: [S, K] or [B, 1, S, K] bool
+        # (True = attend), or None = causal
         bsz, seqlen, _ = x.shape
         q = self.q_proj(x).view(bsz, seqlen, self.n_head, self.head_dim)
         k = self.k_proj(x).view(bsz, seqlen, self.n_kv, self.head_dim)
@@ -147,11 +229,11 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, intermediate: int) -> None:
+    def __init__(self, hidden: int, intermediate: int, bias: bool = False) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -161,7 +243,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, a: ModelArgs) -> None:
         super().__init__()
         self.self_attn = Attention(a)
-        self.mlp = MLP(a.hidden_size, a.intermediate_size)
+        self.mlp = MLP(a.hidden_size, a.intermediate_size, a.mlp_bias)
         self.input_layernorm = RMSNorm(a.hidden_size, a.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(a.hidden_size, a.rms_norm_eps)
 
@@ -172,8 +254,9 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-class Qwen3(nn.Module):
-    """Qwen3ForCausalLM. `forward(ids [B,S], input_pos [S] | None)` -> (logits, taps)."""
+class Transformer(nn.Module):
+    """Qwen3 / Llama / Qwen2 ForCausalLM (`ModelArgs.model_type`).
+    `forward(ids [B,S], input_pos [S] | None)` -> (logits, taps)."""
 
     rope_cos: Tensor
     rope_sin: Tensor
@@ -189,7 +272,7 @@ class Qwen3(nn.Module):
         self.lm_head = nn.Linear(a.hidden_size, a.vocab_size, bias=False)
         if a.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
-        cos, sin = rope_cache(a.head_dim, a.max_position_embeddings, a.rope_theta)
+        cos, sin = rope_cache(a.head_dim, a.max_position_embeddings, a.rope_theta, a.rope_scaling)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.max_seq = 0
@@ -209,12 +292,16 @@ class Qwen3(nn.Module):
         input_pos: Tensor | None = None,
         taps: tuple[int, ...] = (),
         mask: Tensor | None = None,
+        rope_pos: Tensor | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
-        """ids: [B, S]; input_pos: [S] positions (None = training, no cache, causal).
+        """ids: [B, S]; input_pos: [S] positions = cache slots (None = training, no cache,
+        causal).
 
-        With a cache, `mask` [S, K] says which of the first K cache slots each query sees; by
-        default plain causal over positions. Returns logits [B, S, V] and one [B, S, H] tensor per
-        capture index in `taps` (vLLM order: the residual entering layer i).
+        With a cache, `mask` [S, K] (or [B, 1, S, K]) says which of the first K cache slots each
+        query sees; by default plain causal over positions. `rope_pos` [B, S] gives each row its
+        own RoPE positions (left-padded batches; the cache slots stay `input_pos`). Returns logits
+        [B, S, V] and one [B, S, H] tensor per capture index in `taps` (vLLM order: the residual
+        entering layer i).
         """
         x = self.embed_tokens(ids)
         if input_pos is None:
@@ -224,7 +311,10 @@ class Qwen3(nn.Module):
             if mask is None:
                 end = int(positions[-1]) + 1
                 mask = torch.arange(end, device=ids.device)[None, :] <= positions[:, None]
-        cos, sin = self.rope_cos[positions], self.rope_sin[positions]
+        if rope_pos is not None:
+            cos, sin = self.rope_cos[rope_pos][:, None], self.rope_sin[rope_pos][:, None]
+        else:
+            cos, sin = self.rope_cos[positions], self.rope_sin[positions]
         captured: dict[int, Tensor] = {}
         for i, layer in enumerate(self.layers):
             if i in taps:

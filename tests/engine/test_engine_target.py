@@ -1,4 +1,5 @@
-"""The engine's Qwen3 target against transformers' `Qwen3ForCausalLM` on the same checkpoint.
+"""The engine's targets against transformers' `Qwen3ForCausalLM`, `LlamaForCausalLM` and
+`Qwen2ForCausalLM` on the same checkpoint.
 
 Each case writes a random checkpoint with transformers' own `save_pretrained`, loads it with the
 engine's loader (weights.py) and compares fp32 logits and tapped hidden states. The tap convention
@@ -52,6 +53,35 @@ CASES = {
         {"num_key_value_heads": 1, "num_hidden_layers": 4, "head_dim": 32},
         False,
     ),
+    # Llama: no q/k norm; biases on all projections (and the MLP) when the config asks
+    "llama-tied-gqa": ({"arch": "llama", "tie_word_embeddings": True}, False),
+    "llama-bias-sharded": (
+        {"arch": "llama", "attention_bias": True, "mlp_bias": True, "max_shard_size": "60KB"},
+        True,
+    ),
+    "llama3-rope-scaling": (
+        {
+            "arch": "llama",
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 5e5,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+        },
+        False,
+    ),
+    "llama-linear-rope": (
+        {
+            "arch": "llama",
+            "rope_parameters": {"rope_type": "linear", "rope_theta": 1e4, "factor": 4.0},
+        },
+        False,
+    ),
+    # Qwen2: q/k/v biases always, none on o
+    "qwen2-tied": ({"arch": "qwen2", "tie_word_embeddings": True}, False),
 }
 
 
@@ -148,6 +178,7 @@ def test_greedy_generate_matches_transformers_generate(pair) -> None:
 def test_text_config_and_rope_defaults() -> None:
     nested = {
         "text_config": {
+            "model_type": "qwen3",
             "vocab_size": 10,
             "hidden_size": 8,
             "intermediate_size": 16,
@@ -161,6 +192,25 @@ def test_text_config_and_rope_defaults() -> None:
     a = ModelArgs.from_hf_config(nested)
     assert (a.rope_theta, a.num_key_value_heads, a.head_dim) == (1e7, 2, 4)
     assert a.tie_word_embeddings and a.eos_token_ids == [3, 4]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [{"model_type": "qwen3_moe"}, {"architectures": ["MixtralForCausalLM"]}, {}],
+    ids=["moe-model-type", "unknown-class", "unnamed"],
+)
+def test_an_architecture_the_engine_does_not_implement_is_refused(names: dict) -> None:
+    cfg = {"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+           "num_hidden_layers": 1, "num_attention_heads": 2, **names}  # fmt: skip
+    with pytest.raises(EngineError, match="does not implement"):
+        ModelArgs.from_hf_config(cfg)
+
+
+def test_an_architecture_named_only_by_its_class_is_read() -> None:
+    cfg = {"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "architectures": ["LlamaForCausalLM"]}  # fmt: skip
+    a = ModelArgs.from_hf_config(cfg)
+    assert (a.model_type, a.qk_norm) == ("llama", False)
 
 
 def test_missing_and_misshapen_weights_are_named(tmp_path: Path) -> None:

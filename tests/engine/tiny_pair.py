@@ -77,11 +77,15 @@ def target_config(**over: Any) -> dict[str, Any]:
     return cfg
 
 
-def build_hf_target(cfg: dict[str, Any], seed: int = 0) -> Any:
-    """A transformers `Qwen3ForCausalLM` with the test's random weights, in eval mode."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+def build_hf_target(cfg: dict[str, Any], seed: int = 0, arch: str = "qwen3") -> Any:
+    """A transformers `{Qwen3,Llama,Qwen2}ForCausalLM` with the test's random weights, in eval
+    mode."""
+    import transformers
 
-    model = Qwen3ForCausalLM(Qwen3Config(**cfg))
+    prefix = {"qwen3": "Qwen3", "llama": "Llama", "qwen2": "Qwen2"}[arch]
+    config_cls = getattr(transformers, f"{prefix}Config")
+    model_cls = getattr(transformers, f"{prefix}ForCausalLM")
+    model = model_cls(config_cls(**cfg))
     randomize_(model, seed)
     if cfg.get("tie_word_embeddings"):
         model.tie_weights()
@@ -94,15 +98,17 @@ def write_target(
     seed: int = 0,
     rope_form: str = "parameters",
     max_shard_size: str | None = None,
+    arch: str = "qwen3",
     **over: Any,
 ) -> Any:
-    """Save a random Qwen3 target with transformers; returns the HF model (for oracles).
+    """Save a random Qwen3 (or Llama, Qwen2: `arch`) target with transformers; returns the HF
+    model (for oracles).
 
     rope_form: "parameters" (transformers v5 `rope_parameters`) or "theta" (legacy top-level
     `rope_theta`, rewritten into config.json after saving).
     """
     cfg = target_config(**over)
-    model = build_hf_target(cfg, seed)
+    model = build_hf_target(cfg, seed, arch)
     out.mkdir(parents=True, exist_ok=True)
     kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
     model.save_pretrained(out, **kwargs)
