@@ -48,8 +48,15 @@ class ChatTokenizer:
     def apply_chat_template(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True
     ) -> list[int]:
-        """Render the template as transformers does (sandboxed jinja, trim and lstrip blocks,
-        `raise_exception`), then encode without adding special tokens."""
+        """Render the chat template (`render_chat_template`), then encode without adding special
+        tokens."""
+        return self.encode(self.render_chat_template(messages, add_generation_prompt))
+
+    def render_chat_template(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True
+    ) -> str:
+        """The template's text, rendered as transformers does (sandboxed jinja, trim and lstrip
+        blocks, `raise_exception`)."""
         if self.template is None:
             raise EngineError("this model has no chat template: use /v1/completions")
         from jinja2 import TemplateError
@@ -61,9 +68,8 @@ class ChatTokenizer:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
         try:
-            text = env.from_string(self.template).render(
+            return env.from_string(self.template).render(
                 messages=messages, add_generation_prompt=add_generation_prompt
             )
         except TemplateError as e:
             raise EngineError(f"the chat template failed: {e}") from e
-        return self.encode(text)
