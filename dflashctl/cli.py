@@ -361,7 +361,17 @@ def serve(
     else:
         targets = [ServeOptions.from_settings({}, **cli, host=host, name=name, extra_args=items)]
     ssh = SSHOptions(ssh_config=ssh_config, accept_new_host_key=accept_new_host_key)
+    if any(t.engine == "local" and t.model is None and t.host is None for t in targets):
+        _ensure_demo_target(quiet=json_out)
     _serve_run(targets, ssh, detach=detach, dry_run=dry_run, json_out=json_out)
+
+
+def _ensure_demo_target(quiet: bool = False) -> None:
+    """Set the demo pair's target up here once (download, convert), saying so as it goes."""
+    from dflashctl.demo_target import ensure
+    from dflashctl.pipeline_render import setup_line
+
+    ensure(progress=None if quiet else setup_line)
 
 
 def _serve_run(
@@ -742,13 +752,14 @@ def demo(
     repairs them; served again, acceptance is healthy. Every figure is measured.
     """
     from dflashctl.demo import run_demo
-    from dflashctl.pipeline_render import render_demo, step_line, story_line
+    from dflashctl.pipeline_render import render_demo, setup_line, step_line, story_line
 
     report = run_demo(
         quick=quick,
         keep=keep,
         on_step=None if json_out else step_line,
         on_story=None if json_out else story_line,
+        on_setup=None if json_out else setup_line,
     )
     if json_out:
         emit_json(report.to_json())

@@ -101,13 +101,18 @@ def run_demo(
     keep: bool = False,
     on_step: OnStep | None = None,
     on_story: OnStory | None = None,
+    on_setup: Callable[[str], None] | None = None,
 ) -> DemoReport:
+    """`on_setup` hears the demo target's one-time set-up (download, conversion)."""
+    from dflashctl.demo_target import ensure
+
     assets = demo_assets()
     if not (assets / "drafter" / "config.json").is_file():
         raise InputError(
-            f"the embedded demo pair is missing ({assets})",
+            f"the embedded demo drafter is missing ({assets / 'drafter'})",
             "it is trained by training/demo_pair.py and ships with dflashctl",
         )
+    target = ensure(progress=on_setup)
     overrides = {"port": free_port(), "name": "demo"}
     run = run_playbook(_playbook(), teardown=not keep, overrides=overrides, on_step=on_step)
     report = DemoReport(run=run, quick=quick, next_commands=NEXT_COMMANDS)
@@ -115,7 +120,7 @@ def run_demo(
         return report
     baseline = run.hosts[0].mean_acceptance_length if run.hosts else None
     with tempfile.TemporaryDirectory(prefix="dflashctl-demo-") as tmp:
-        _field_story(Path(tmp), assets, report, on_story, baseline)
+        _field_story(Path(tmp), target, assets / "drafter", report, on_story, baseline)
     return report
 
 
@@ -137,7 +142,8 @@ BASELINE_FRACTION = 0.8
 
 def _field_story(
     tmp: Path,
-    assets: Path,
+    target: Path,
+    healthy: Path,
     report: DemoReport,
     on_story: OnStory | None,
     baseline: float | None,
@@ -147,7 +153,7 @@ def _field_story(
     drafter = tmp / "drafter"
 
     def stale_copy() -> StoryStep:
-        changed = write_stale_copy(assets / "drafter", drafter, ALL)
+        changed = write_stale_copy(healthy, drafter, ALL)
         return StoryStep(
             "stale config",
             True,
@@ -161,7 +167,7 @@ def _field_story(
     stale: dict[str, Any] = {}
 
     def serve_stale() -> StoryStep:
-        stale.update(_serve_and_smoke(assets, drafter, "demo-stale", floor))
+        stale.update(_serve_and_smoke(target, drafter, "demo-stale", floor))
         tau = stale.get("mean_acceptance_length")
         alarms = stale.get("alarms", [])
         details = [f"alarm {a['kind']}: {a['message']}" for a in alarms]
@@ -221,7 +227,7 @@ def _field_story(
     fixed: dict[str, Any] = {}
 
     def serve_fixed() -> StoryStep:
-        fixed.update(_serve_and_smoke(assets, drafter, "demo-fixed", floor))
+        fixed.update(_serve_and_smoke(target, drafter, "demo-fixed", floor))
         tau = fixed.get("mean_acceptance_length")
         before = stale.get("mean_acceptance_length")
         healthy = fixed.get("ok", False)
@@ -242,7 +248,7 @@ def _field_story(
 
 
 def _serve_and_smoke(
-    assets: Path, drafter: Path, name: str, min_acceptance_length: float | None
+    target: Path, drafter: Path, name: str, min_acceptance_length: float | None
 ) -> dict[str, Any]:
     """Launch the bundled engine on (demo target, drafter) without the pre-launch check — the
     field team did not have one — smoke it, stop it. Returns the figures."""
@@ -254,7 +260,7 @@ def _serve_and_smoke(
 
     opts = ServeOptions(
         engine="local",
-        model=str(assets / "target"),
+        model=str(target),
         drafter=str(drafter),
         port=free_port(),
         bind="127.0.0.1",

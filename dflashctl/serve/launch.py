@@ -166,21 +166,30 @@ class LaunchResult:
 # ---- planning --------------------------------------------------------------------------------
 
 
-def demo_pair_dir(host: Host) -> str:
-    """`dflashctl/assets/demo` as installed for the interpreter that will run the engine."""
+def demo_pair_dirs(host: Host) -> tuple[str, str]:
+    """(target, drafter) of the embedded demo pair on `host`: the target as `demo_target` set it
+    up there (converted once into that host's cache; the first call downloads and converts), the
+    drafter as installed with the dflashctl that will run the engine."""
     if host.is_local:
         import dflashctl
+        from dflashctl.demo_target import ensure
 
-        return str(Path(dflashctl.__file__).resolve().parent / "assets" / "demo")
-    code = "import os, dflashctl; print(os.path.dirname(os.path.abspath(dflashctl.__file__)))"
-    res = host.sh(f"{_q(host.python)} -c {_q(code)}", timeout=60.0)
-    if res.rc != 0:
+        drafter = Path(dflashctl.__file__).resolve().parent / "assets" / "demo" / "drafter"
+        return str(ensure()), str(drafter)
+    code = (
+        "import os, dflashctl; from dflashctl.demo_target import ensure; print(ensure()); "
+        "print(os.path.join(os.path.dirname(os.path.abspath(dflashctl.__file__)), "
+        "'assets', 'demo', 'drafter'))"
+    )
+    res = host.sh(f"{_q(host.python)} -c {_q(code)}", timeout=1800.0)
+    lines = res.stdout.strip().splitlines()
+    if res.rc != 0 or len(lines) < 2:
+        last = (res.stderr.strip().splitlines() or ["no output"])[-1]
         raise DflashError(
-            f"{host.label}: dflashctl is not importable by {host.python} there, so the bundled "
-            "engine and its demo pair are not installed",
-            "install dflashctl[engine] on that host, or name its interpreter with --python",
+            f"{host.label}: the demo pair could not be set up with {host.python} there: {last}",
+            "install dflashctl[engine,demo] on that host, or name its interpreter with --python",
         )
-    return posixpath.join(res.stdout.strip().splitlines()[-1], "assets", "demo")
+    return lines[-2], lines[-1]
 
 
 def _q(s: str) -> str:
@@ -235,17 +244,14 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
     if model is None:
         if opts.engine != "local":
             raise UsageError(f"--engine {opts.engine} needs --model (a hub id or a directory)")
-        demo = demo_pair_dir(host)
-        target_dir, drafter_dir = posixpath.join(demo, "target"), posixpath.join(demo, "drafter")
-        if host.stat(posixpath.join(target_dir, "config.json")) is None or (
-            opts.spec == "dflash"
-            and drafter is None
-            and host.stat(posixpath.join(drafter_dir, "config.json")) is None
+        target_dir, drafter_dir = demo_pair_dirs(host)
+        if opts.spec == "dflash" and drafter is None and (
+            host.stat(posixpath.join(drafter_dir, "config.json")) is None
         ):
             raise DflashError(
-                f"the embedded demo pair is missing ({host.where(demo)}/target and drafter): it "
-                "has not been trained and installed yet",
-                "train it with training/demo_pair.py, or serve your own pair: "
+                f"the embedded demo drafter is missing ({host.where(drafter_dir)}): this "
+                "installation of dflashctl was built without it",
+                "reinstall dflashctl, or serve your own pair: "
                 "dflashctl serve --model TARGET_DIR --drafter DRAFTER_DIR",
             )
         model = target_dir
