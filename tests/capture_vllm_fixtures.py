@@ -29,10 +29,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dflashctl.stale import write_stale_copy
+from tests.demo_pairs import TOY_DRAFTER, TOY_TARGET
 from tests.vllm_harness import VllmServer
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO = REPO / "dflashctl" / "assets" / "demo"
 OUT = REPO / "tests" / "data" / "vllm032_demo"
 MAX_TOKENS = 96
 KEEP = re.compile(
@@ -65,7 +65,7 @@ def capture(name: str, drafter: Path, tmp: Path) -> dict:
     from dflashctl.smoke.client import chat_body
 
     log = tmp / f"{name}.log"
-    server = VllmServer(DEMO / "target", drafter, log, dtype="bfloat16", knorm_fix=False)
+    server = VllmServer(TOY_TARGET, drafter, log, dtype="bfloat16", knorm_fix=False)
     record: dict = {"vllm": "0.32.0 CPU build, bf16, no k_norm fix", "streams": {}}
     try:
         server.wait_ready(timeout=400)
@@ -90,8 +90,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         stale = tmp / "stale-drafter"
-        write_stale_copy(DEMO / "drafter", stale, ("mask",))
-        for name, drafter in (("healthy", DEMO / "drafter"), ("stale_mask", stale)):
+        write_stale_copy(TOY_DRAFTER, stale, ("mask",))
+        for name, drafter in (("healthy", TOY_DRAFTER), ("stale_mask", stale)):
             print(name, capture(name, drafter, tmp), flush=True)
     print("wrote", sorted(p.name for p in OUT.iterdir()))
 

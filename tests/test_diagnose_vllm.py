@@ -1,9 +1,10 @@
 """The vLLM tier of `dflashctl diagnose`: real vLLM 0.32.0 (CPU build, `.venv-vllm`, started by
-tests/vllm_harness.py, float32) serving the embedded demo pair is production; the reference is
-the bundled engine in this process on the same directories.
+tests/vllm_harness.py, float32) serving the toy pair (the retired CPU-trained demo pair,
+tests/demo_pairs.py) is production; the reference is the bundled engine in this process on the
+same directories.
 
 vLLM's CPU `rms_norm` gives every drafter layer's context keys layer 0's `k_norm` (shared docs
-vllm-cpu.md §6b). The demo drafter's two k_norm vectors are nearly equal (means 1.009 and
+vllm-cpu.md §6b). The toy drafter's two k_norm vectors are nearly equal (means 1.009 and
 1.025), so on it unpatched vLLM drafts exactly what the reference drafts (measured: 6.05 on
 both, the same text). `scaled_k_norm` rescales layer 1's k_norm by SCALE and its q_norm by
 1/SCALE: on a correct engine the same function (q·k is unchanged, RoPE is a rotation), but the
@@ -17,7 +18,7 @@ layers' k_norm now differ as trained drafters' do, which is what the defect need
 - a drafter weakened by noise on its weights, on both engines → **drafter**.
 
 Four vLLM servers, one at a time (about 3 GB and 40–60 s each on 2 cores); 4 prompts × 64
-tokens. Skipped while the demo pair is not built. Deselect with -m "not vllm".
+tokens. Deselect with -m "not vllm".
 """
 
 from __future__ import annotations
@@ -31,22 +32,16 @@ from pathlib import Path
 import pytest
 from metrics_util import run_main
 
+from tests.demo_pairs import TOY_DRAFTER, TOY_PROMPTS, TOY_TARGET, toy_registry
 from tests.vllm_harness import VLLM_BIN, VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-ASSETS = Path(__file__).resolve().parent.parent / "dflashctl" / "assets" / "demo"
 N_PROMPTS = 4
 MAX_TOKENS = 64
 KNORM = "vllm-cpu-context-k-norm"
 SCALE = 4.0  # layer 1's k_norm x SCALE, q_norm / SCALE
 
-if not (ASSETS / "drafter" / "config.json").exists():
-    pytest.skip(
-        "the embedded demo pair is not built yet (dflashctl/assets/demo/drafter/config.json is "
-        "absent: training/demo_pair.py trains it)",
-        allow_module_level=True,
-    )
 if not VLLM_BIN.exists():
     pytest.skip(f"no vLLM at {VLLM_BIN} (run bin/setup-vllm)", allow_module_level=True)
 pytest.importorskip("torch")
@@ -72,8 +67,7 @@ def _one_thread() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("diagnose-vllm")
-    held_out = ASSETS / "eval_prompts.json"
-    texts = json.loads(held_out.read_text()) if held_out.exists() else FALLBACK_PROMPTS
+    texts = json.loads(TOY_PROMPTS.read_text()) if TOY_PROMPTS.exists() else FALLBACK_PROMPTS
     (root / "prompts.json").write_text(json.dumps(texts[:N_PROMPTS]))
     return root
 
@@ -81,7 +75,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @contextmanager
 def vllm(scratch: Path, drafter: Path, tag: str, *, knorm_fix: bool) -> Iterator[VllmServer]:
     server = VllmServer(
-        ASSETS / "target", drafter, scratch / f"vllm-{tag}.log", dtype="float32",
+        TOY_TARGET, drafter, scratch / f"vllm-{tag}.log", dtype="float32",
         knorm_fix=knorm_fix,
     )  # fmt: skip
     try:
@@ -92,8 +86,12 @@ def vllm(scratch: Path, drafter: Path, tag: str, *, knorm_fix: bool) -> Iterator
 
 
 def diagnose(mp, capsys, server: VllmServer, drafter: Path, scratch: Path) -> tuple[int, dict]:
+    from dflashctl.registry import PLAYBOOKS_ENV
+
+    books = scratch / "playbooks"
+    mp.setenv(PLAYBOOKS_ENV, str(books if books.is_dir() else toy_registry(books)))
     code, out, err = run_main(
-        mp, capsys, "diagnose", server.url, "--model", str(ASSETS / "target"),
+        mp, capsys, "diagnose", server.url, "--model", str(TOY_TARGET),
         "--drafter", str(drafter), "--log", str(server.log),
         "--prompts", str(scratch / "prompts.json"), "--max-tokens", str(MAX_TOKENS), "--json",
     )  # fmt: skip
@@ -138,7 +136,7 @@ def scaled_k_norm(src: Path, dst: Path, scale: float = SCALE) -> Path:
 
 @pytest.fixture(scope="module")
 def scaled(scratch: Path) -> Path:
-    return scaled_k_norm(ASSETS / "drafter", scratch / "drafter-scaled")
+    return scaled_k_norm(TOY_DRAFTER, scratch / "drafter-scaled")
 
 
 def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys, scratch, scaled):
@@ -187,7 +185,7 @@ def test_stale_mask_served_is_config(monkeypatch, capsys, scratch):
     from dflashctl.stale import write_stale_copy
 
     stale = scratch / "drafter-mask"
-    write_stale_copy(ASSETS / "drafter", stale, ("mask",))
+    write_stale_copy(TOY_DRAFTER, stale, ("mask",))
     with vllm(scratch, stale, "mask", knorm_fix=True) as server:
         code, data = diagnose(monkeypatch, capsys, server, stale, scratch)
     assert code == 1 and data["verdict"] == "config", data["findings"]
@@ -220,9 +218,9 @@ def weakened_copy(src: Path, dst: Path, scale: float = 2.0) -> Path:
 
 
 def test_weakened_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, scratch):
-    weak = weakened_copy(ASSETS / "drafter", scratch / "drafter-weak", scale=1.0)
+    weak = weakened_copy(TOY_DRAFTER, scratch / "drafter-weak", scale=1.0)
     with vllm(scratch, weak, "weak", knorm_fix=True) as server:
         code, data = diagnose(monkeypatch, capsys, server, weak, scratch)
     assert code == 1 and data["verdict"] == "drafter", data["findings"]
     (d,) = problems(data, "drafter")
-    assert "the registry's expected minimum for demo" in d["message"]
+    assert "the registry's expected minimum for toy" in d["message"]

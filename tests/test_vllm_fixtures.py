@@ -1,4 +1,5 @@
-"""What real vLLM 0.32.0 (CPU build) printed and served for the demo pair, read by dflashctl.
+"""What real vLLM 0.32.0 (CPU build) printed and served for the toy pair (the retired
+CPU-trained demo pair, tests/demo_pairs.py), read by dflashctl.
 
 The files in tests/data/vllm032_demo/ were recorded by tests/capture_vllm_fixtures.py from two
 real runs (the pair as shipped, and with the field story's mask id off by six): log excerpts, the
@@ -21,9 +22,17 @@ import pytest
 from dflashctl.metrics.analyze import MetricsOptions, analyze_source
 from dflashctl.metrics.prom import lifetime_window, parse_reading
 from dflashctl.metrics.window import aggregate
+from dflashctl.registry import PLAYBOOKS_ENV
+from tests.demo_pairs import toy_registry
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm032_demo"
 RUNS = ("healthy", "stale_mask")
+
+
+@pytest.fixture(autouse=True)
+def _toy_entry(monkeypatch, tmp_path) -> None:
+    """The recordings are judged against the toy pair's registry range."""
+    monkeypatch.setenv(PLAYBOOKS_ENV, str(toy_registry(tmp_path / "playbooks")))
 
 
 def record(name: str) -> dict[str, Any]:
@@ -48,8 +57,8 @@ def test_the_real_log_parses_and_agrees_with_the_real_counters(name):
 
 
 def test_the_stale_mask_lowers_real_vllm_acceptance_and_raises_the_alarm():
-    healthy = analyze_source(str(DATA / "healthy.log"), MetricsOptions(drafter="demo"))
-    stale = analyze_source(str(DATA / "stale_mask.log"), MetricsOptions(drafter="demo"))
+    healthy = analyze_source(str(DATA / "healthy.log"), MetricsOptions(drafter="toy"))
+    stale = analyze_source(str(DATA / "stale_mask.log"), MetricsOptions(drafter="toy"))
     h = aggregate(healthy.state.windows).mean_acceptance_length
     s = aggregate(stale.state.windows).mean_acceptance_length
     assert h is not None and s is not None and s < 0.8 * h
@@ -111,7 +120,7 @@ def test_smoke_reads_real_vllm_answers_and_counters(name, monkeypatch, capsys):
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         code, data, _ = run_json(
-            monkeypatch, capsys, "smoke", url, "--drafter", "demo", "--max-tokens", "96",
+            monkeypatch, capsys, "smoke", url, "--drafter", "toy", "--max-tokens", "96",
             "--allow-repetition",
         )  # fmt: skip
     finally:

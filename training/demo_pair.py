@@ -153,7 +153,8 @@ class Sizes:
     prompt_batch: int = 2048
     gen_tokens: int = 256
     gen_batch: int = 1024
-    max_answers: int = 0  # >0: answer only this many prompts (a seeded random subset)
+    max_answers: int = 0  # >0: answer only the first this many prompts of the shuffled order
+    answers_from: int = 0  # start there in the shuffled order
     anchors: int = 64
     draft_steps: int = 20000  # upper bound; the time budget decides
     draft_minutes: float = 0.0  # >0: the schedule fits this; 0: what the deadline leaves
@@ -373,43 +374,64 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
 # ---------------------------------------------------------------------------------- answers
 
 
+ANSWER_CHUNK = 2048  # prompts per answers file: a killed run loses at most one chunk
+
+
 def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
-    path = work / "answers.pt"
-    if path.exists():
-        return
+    """Answers to the prompts in a fixed shuffled order, one file per chunk of ANSWER_CHUNK
+    (`answers-START.pt`), resumable; `answers_from`/`max_answers` pick a slice of that order
+    (`answers.pt`, the first GPU run's file, holds the slice 0..14000)."""
     d = target_dir(work)
     tok = ChatTokenizer(d)
-    model = load_target(work, dev, torch.float32)
     prompts = json.loads((work / "prompts.json").read_text("utf-8"))["prompts"]
     encoded = [tok.apply_chat_template([{"role": "user", "content": p["prompt"]}]) for p in prompts]
     keep = [i for i, e in enumerate(encoded) if len(e) <= 200]
-    if sz.max_answers:
-        random.Random(0).shuffle(keep)
-        keep = keep[: sz.max_answers]
-    order = sorted(keep, key=lambda i: len(encoded[i]))
-    seqs: list[torch.Tensor | None] = [None] * len(prompts)
-    t0, n_tok = time.time(), 0
-    for j in range(0, len(order), sz.gen_batch):
-        idx = order[j : j + sz.gen_batch]
-        answers = generate_batch(model, [encoded[i] for i in idx], sz.gen_tokens)
-        for i, a in zip(idx, answers, strict=True):
-            seqs[i] = torch.tensor(encoded[i] + a, dtype=torch.int32)
-            n_tok += len(a)
-        took = time.time() - t0
-        log(f"answers: {j + len(idx)}/{len(order)}, {n_tok} tokens, {n_tok / took:.0f} tok/s")
-    rows = [(s, len(encoded[i]), prompts[i]["kind"]) for i, s in enumerate(seqs) if s is not None]
+    random.Random(0).shuffle(keep)
+    stop = min(len(keep), sz.max_answers or len(keep))
+    model = None
+    for start in range(sz.answers_from, stop, ANSWER_CHUNK):
+        path = work / f"answers-{start:06d}.pt"
+        if path.exists():
+            continue
+        model = model or load_target(work, dev, torch.float32)
+        order = sorted(keep[start : min(start + ANSWER_CHUNK, stop)], key=lambda i: len(encoded[i]))
+        rows, t0, n_tok = [], time.time(), 0
+        for j in range(0, len(order), sz.gen_batch):
+            idx = order[j : j + sz.gen_batch]
+            answers = generate_batch(model, [encoded[i] for i in idx], sz.gen_tokens)
+            for i, a in zip(idx, answers, strict=True):
+                rows.append((torch.tensor(encoded[i] + a, dtype=torch.int32), len(encoded[i]), i))
+                n_tok += len(a)
+            took = time.time() - t0
+            log(f"answers {start}+{j + len(idx)}: {n_tok} tokens, {n_tok / took:.0f} tok/s")
+        save_answers(path, rows, prompts)
+
+
+def save_answers(path: Path, rows: list[tuple[torch.Tensor, int, int]], prompts: list) -> None:
     mask_emitted = sum(int((s[p:] == MASK_ID).sum()) for s, p, _ in rows)
-    torch.save(
-        {
-            "seqs": [r[0] for r in rows],
-            "prompt_lens": [r[1] for r in rows],
-            "kinds": [r[2] for r in rows],
-            "mask_token_in_answers": mask_emitted,
-            "stopped": sum(int(s[-1] == IM_END) for s, _, _ in rows),
-        },
-        path,
-    )
-    log(f"answers: {len(rows)} rows, {n_tok} tokens, mask token emitted {mask_emitted} times")
+    data = {
+        "seqs": [r[0] for r in rows],
+        "prompt_lens": [r[1] for r in rows],
+        "kinds": [prompts[r[2]]["kind"] for r in rows],
+        "prompt_index": [r[2] for r in rows],
+        "mask_token_in_answers": mask_emitted,
+        "stopped": sum(int(s[-1] == IM_END) for s, _, _ in rows),
+    }
+    torch.save(data, path.with_suffix(".tmp"))
+    os.replace(path.with_suffix(".tmp"), path)
+    log(f"{path.name}: {len(rows)} rows, mask token emitted {mask_emitted} times")
+
+
+def load_answers(work: Path) -> tuple[list[torch.Tensor], list[int]]:
+    seqs: list[torch.Tensor] = []
+    plens: list[int] = []
+    for path in sorted(work.glob("answers*.pt")):
+        data = torch.load(path)
+        seqs += data["seqs"]
+        plens += data["prompt_lens"]
+    n_tok = sum(s.numel() - p for s, p in zip(seqs, plens, strict=True))
+    log(f"answers: {len(seqs)} rows, {n_tok} tokens")
+    return seqs, plens
 
 
 # ---------------------------------------------------------------------------------- drafter
@@ -542,8 +564,8 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         log(f"round {sz.draft_round}: from {round_file(work, sz.draft_round - 1).name}")
     params = list(drafter.parameters())
     opt = torch.optim.AdamW(params, lr=sz.draft_lr, betas=(0.9, 0.95), weight_decay=0.01)
-    data = torch.load(work / "answers.pt")
-    rows, plens = data["seqs"], torch.tensor(data["prompt_lens"])
+    rows, plen_list = load_answers(work)
+    plens = torch.tensor(plen_list)
     lens = torch.tensor([r.numel() for r in rows])
     width = int(lens.max())
     table = torch.full((len(rows), width), ENDOFTEXT, dtype=torch.long)
@@ -651,11 +673,19 @@ def export(work: Path, out: Path, sz: Sizes) -> None:
     }
     save_file(tensors, str(d_dir / "model.safetensors"), metadata={"format": "pt"})
     (d_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    prompts = [q for qs in EVAL_PROMPTS.values() for q in qs]
     (out / "eval_prompts.json").write_text(
-        json.dumps(EVAL_PROMPTS, indent=2, ensure_ascii=False) + "\n", "utf-8"
+        json.dumps(eval_prompt_list(), indent=2, ensure_ascii=False) + "\n", "utf-8"
     )
-    log("exported", d_dir, sorted(p.name for p in d_dir.iterdir()), len(prompts), "eval prompts")
+    log("exported", d_dir, sorted(p.name for p in d_dir.iterdir()))
+
+
+def eval_prompt_list() -> list[dict[str, str]]:
+    """The held-out prompts as `diagnose --prompts` and bench read them."""
+    return [
+        {"id": f"{kind}-{i + 1}", "kind": kind, "prompt": q}
+        for kind, qs in EVAL_PROMPTS.items()
+        for i, q in enumerate(qs)
+    ]
 
 
 # ---------------------------------------------------------------------------------- eval

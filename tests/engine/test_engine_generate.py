@@ -26,8 +26,6 @@ from dflashctl.errors import EngineError
 
 pytest.importorskip("transformers")
 
-DEMO = Path(__file__).resolve().parents[2] / "dflashctl" / "assets" / "demo"
-
 
 class OracleEngine(Engine):
     """Proposes `truth` (the plain greedy continuation of the current prompt) with the first
@@ -199,14 +197,19 @@ def test_short_drafter_rope_table_at_the_context_limit(pair, plain, tmp_path: Pa
     assert got.tokens == plain.generate(ids, 100 - len(ids)).tokens
 
 
-@pytest.mark.skipif(not (DEMO / "drafter").exists(), reason="the embedded demo pair is not built")
 def test_demo_pair_speculation_is_lossless_and_accepts() -> None:
-    plain = Engine.load(DEMO / "target", None, max_model_len=512)
-    spec = Engine.load(DEMO / "target", DEMO / "drafter", max_model_len=512)
+    """The shipped pair: SmolLM2-135M-Instruct (Llama) and its DFlash drafter (block 16)."""
+    from tests.demo_pairs import demo_pair
+
+    target, drafter = demo_pair()
+    plain = Engine.load(target, None, max_model_len=512)
+    spec = Engine.load(target, drafter, max_model_len=512)
+    assert spec.target.args.model_type == "llama" and spec.k == 15
     msgs = [{"role": "user", "content": "Write a Python function is_prime(n)."}]
     ids = spec.tokenizer.apply_chat_template(msgs)
-    got, want = spec.generate(ids, 96), plain.generate(ids, 96)
+    got, want = spec.generate(ids, 64), plain.generate(ids, 64)
     assert got.tokens == want.tokens
+    assert "def is_prime" in spec.tokenizer.decode(got.tokens)
     assert got.stats.num_accepted_tokens > 0
 
 
