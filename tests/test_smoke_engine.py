@@ -180,3 +180,25 @@ class TestDemoPair:
         assert d["finish_reason"] in ("stop", "length") and d["completion_tokens"] > 16
         assert "def " in d["requests"][0]["content"]
         assert d["mean_acceptance_length"] > 1.3  # no collapse
+
+    def test_the_mask_id_off_by_six_collapses_acceptance(self, tmp_path, monkeypatch, capsys):
+        """The field story's mistake alone (dflash_config.mask_token_id 0 for 6: the drafter's
+        mask slots get <|endoftext|>'s row instead of <filename>'s): position 1 falls from about
+        half to a few percent, under the collapse line, with the same greedy text."""
+        from dflashctl.stale import write_stale_copy
+        from tests.demo_pairs import demo_pair
+
+        target, drafter = demo_pair()
+        stale = tmp_path / "stale-drafter"
+        write_stale_copy(drafter, stale, ("mask",))
+        server = EngineServer(
+            tmp_path / "stale.log", "--model", str(target), "--drafter", str(stale),
+            "--served-model-name", "demo",
+        )  # fmt: skip
+        try:
+            code, d = smoke(monkeypatch, capsys, server.url, "--max-tokens", "64")
+        finally:
+            server.stop()
+        assert code == 1
+        assert d["mean_acceptance_length"] <= 1.3
+        assert "collapse" in [a["kind"] for a in d["alarms"]]

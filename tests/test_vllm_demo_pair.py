@@ -144,3 +144,41 @@ def test_stale_mask_drops_on_vllm_as_on_ours(ours: dict, scratch: Path) -> None:
     report = analyze_source(str(res["log"]), MetricsOptions(min_acceptance_length=floor))
     assert not report.ok
     assert "below_expected" in {a.kind for a in report.alarms}
+
+
+def test_vllm_serves_the_shipped_pair_as_ours_does(scratch: Path) -> None:
+    """SmolLM2-135M-Instruct (a Llama target) + the shipped drafter (block 16, K=15) on real
+    vLLM, float32 with the k_norm fix: the same greedy text and acceptance within 10 % of our
+    engine on 8 of the held-out prompts (every fourth)."""
+    import torch
+
+    from dflashctl.engine.generate import Engine, SpecStats
+    from tests.demo_pairs import DEMO_PROMPTS, demo_pair
+
+    target, drafter = demo_pair()
+    texts = [p["prompt"] for p in json.loads(DEMO_PROMPTS.read_text("utf-8"))][::4][:N_PROMPTS]
+    server = VllmServer(
+        target, drafter, scratch / "vllm-shipped.log", dtype="float32", knorm_fix=True,
+        num_speculative_tokens=15,
+    )  # fmt: skip
+    try:
+        server.wait_ready(timeout=400)
+        before = server.spec_counters()
+        theirs = [server.chat(p, MAX_TOKENS)["choices"][0]["message"]["content"] for p in texts]
+        got = acceptance(before, server.spec_counters())
+    finally:
+        server.stop()
+    engine = Engine.load(target, drafter, dtype=torch.float32)
+    stats, mine = SpecStats(), []
+    for p in texts:
+        ids = engine.tokenizer.apply_chat_template([{"role": "user", "content": p}])
+        mine.append(
+            engine.tokenizer.decode([t for c in engine.stream(ids, MAX_TOKENS, stats) for t in c])
+        )
+    tau = got["mean_acceptance_length"]
+    print(f"\nshipped pair: vLLM {tau:.3f}, ours {stats.mean_acceptance_length:.3f}")
+    assert "Using auxiliary layers from speculative config: (2, 9, 15, 21, 28)" in (
+        (scratch / "vllm-shipped.log").read_text(errors="replace")
+    )
+    assert mine == theirs
+    assert tau == pytest.approx(stats.mean_acceptance_length, rel=0.10)

@@ -155,6 +155,7 @@ class Sizes:
     gen_batch: int = 1024
     max_answers: int = 0  # >0: answer only the first this many prompts of the shuffled order
     answers_from: int = 0  # start there in the shuffled order
+    gen_dtype: str = "float32"  # bfloat16 answers ~3x faster on a CPU with AMX
     anchors: int = 64
     draft_steps: int = 20000  # upper bound; the time budget decides
     draft_minutes: float = 0.0  # >0: the schedule fits this; 0: what the deadline leaves
@@ -393,7 +394,7 @@ def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
         path = work / f"answers-{start:06d}.pt"
         if path.exists():
             continue
-        model = model or load_target(work, dev, torch.float32)
+        model = model or load_target(work, dev, getattr(torch, sz.gen_dtype))
         order = sorted(keep[start : min(start + ANSWER_CHUNK, stop)], key=lambda i: len(encoded[i]))
         rows, t0, n_tok = [], time.time(), 0
         for j in range(0, len(order), sz.gen_batch):
@@ -404,10 +405,12 @@ def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
                 n_tok += len(a)
             took = time.time() - t0
             log(f"answers {start}+{j + len(idx)}: {n_tok} tokens, {n_tok / took:.0f} tok/s")
-        save_answers(path, rows, prompts)
+        save_answers(path, rows, prompts, f"{dev.type} {sz.gen_dtype}")
 
 
-def save_answers(path: Path, rows: list[tuple[torch.Tensor, int, int]], prompts: list) -> None:
+def save_answers(
+    path: Path, rows: list[tuple[torch.Tensor, int, int]], prompts: list, how: str
+) -> None:
     mask_emitted = sum(int((s[p:] == MASK_ID).sum()) for s, p, _ in rows)
     data = {
         "seqs": [r[0] for r in rows],
@@ -416,6 +419,7 @@ def save_answers(path: Path, rows: list[tuple[torch.Tensor, int, int]], prompts:
         "prompt_index": [r[2] for r in rows],
         "mask_token_in_answers": mask_emitted,
         "stopped": sum(int(s[-1] == IM_END) for s, _, _ in rows),
+        "generated_on": how,
     }
     torch.save(data, path.with_suffix(".tmp"))
     os.replace(path.with_suffix(".tmp"), path)
