@@ -222,9 +222,18 @@ class Attention(nn.Module):
             k, v = self.kv_cache.update(input_pos, k, v)
             assert mask is not None
             k, v = k[:, :, : mask.shape[-1]], v[:, :, : mask.shape[-1]]
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=self.n_head != self.n_kv
-        )
+        group = self.n_head // self.n_kv
+        if mask is not None and group > 1:
+            # the query heads that share a kv head become extra query rows of it: no copy of
+            # K/V per query head. q: [B, nkv, group*S, D]; row g*S + s is head kv*group + g.
+            q = q.reshape(bsz, self.n_kv, group * seqlen, self.head_dim)
+            mask = mask.repeat(group, 1) if mask.dim() == 2 else mask.repeat(1, 1, group, 1)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            y = y.view(bsz, self.n_head, seqlen, self.head_dim)
+        else:
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=group > 1
+            )
         return self.o_proj(y.transpose(1, 2).reshape(bsz, seqlen, -1))
 
 
