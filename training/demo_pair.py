@@ -579,14 +579,14 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     n_val = max(2, len(rows) // 100)
     perm = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
     val_rows, train_rows = perm[:n_val], perm[n_val:]
-    start, total = 0, sz.draft_steps
+    start, total, fitted = 0, sz.draft_steps, False
     ckpt = final.with_suffix(".ckpt")
     if ckpt.exists():
         state = torch.load(ckpt, map_location=dev)
         drafter.load_state_dict(state["model"])
         if state.get("opt") is not None:
             opt.load_state_dict(state["opt"])
-        start, total = state["step"], state["total"]
+        start, total, fitted = state["step"], state["total"], state.get("fitted", True)
         log(f"resumed drafter at step {start} of {total}")
     gen = torch.Generator().manual_seed(seed + start)
     b = sz.block
@@ -611,7 +611,7 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         return loss, logits, labels
 
     def save(step: int, with_opt: bool = True) -> None:
-        state = {"model": drafter.state_dict(), "step": step, "total": total}
+        state = {"model": drafter.state_dict(), "step": step, "total": total, "fitted": fitted}
         state["opt"] = opt.state_dict() if with_opt else None
         torch.save(state, ckpt.with_suffix(".tmp"))
         os.replace(ckpt.with_suffix(".tmp"), ckpt)
@@ -619,17 +619,27 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     t0 = saved = time.time()
     step = start
     t_mark = 0.0
+    refit = {start + 60, start + 300, start + 1000, start + 2000}
     while step < total:
         if step == start + 10:
             t_mark = time.time()
-        if step == start + 60 and start == 0 and (sz.draft_minutes > 0 or DEADLINE_MIN > 0):
-            per_step = (time.time() - t_mark) / 50
+        # the schedule (`total`) is fitted to the time budget in the first call, from the
+        # measured time per step, and refitted a few times while less than half is done;
+        # later calls resume it from the checkpoint
+        if (
+            step in refit
+            and (start == 0 or not fitted)
+            and step < total // 2
+            and (sz.draft_minutes or DEADLINE_MIN)
+        ):
+            per_step = (time.time() - t_mark) / (step - start - 10)
             left_s = (
                 sz.draft_minutes * 60 - (time.time() - t0)
                 if sz.draft_minutes > 0
                 else (minutes_left() - 1.2) * 60
             )
-            total = min(total, step + max(1, int(left_s / per_step)))
+            total = min(sz.draft_steps, step + max(1, int(left_s / per_step)))
+            fitted = True
             log(f"{per_step * 1000:.0f} ms/step: the schedule is {total} steps")
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, sz.draft_lr)
@@ -653,9 +663,11 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
             saved = time.time()
             save(step)
         if minutes_left() < 0.6:
-            log(f"deadline: stopping at step {step} of {total} (the checkpoint can resume)")
+            log(f"deadline: stopping at step {step} of {total} (the checkpoint resumes it)")
             save(step)
-            break
+            partial = {"model": drafter.state_dict(), "steps": step, "total": total}
+            torch.save(partial, final.with_suffix(".partial.pt"))
+            return
     log(f"drafter trained for {step} steps of {total}")
     torch.save({"model": drafter.state_dict(), "steps": step, "total": total}, final)
 
@@ -666,7 +678,12 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
 def export(work: Path, out: Path, sz: Sizes) -> None:
     from safetensors.torch import save_file
 
-    state = torch.load(round_file(work, sz.draft_round), map_location="cpu")["model"]
+    path = round_file(work, sz.draft_round)
+    if not path.exists():  # stopped at a deadline: the weights so far
+        path = path.with_suffix(".partial.pt")
+    saved = torch.load(path, map_location="cpu")
+    state = saved["model"]
+    log(f"exporting {path.name}: step {saved['steps']} of {saved.get('total', saved['steps'])}")
     d_dir = out / "drafter"
     d_dir.mkdir(parents=True, exist_ok=True)
     cfg = drafter_config(sz, load_config(target_dir(work)))
@@ -903,7 +920,8 @@ def main() -> None:
         make_answers(args.work, sz, dev)
     if "drafter" in stages:
         train_drafter(args.work, sz, dev, args.seed)
-    if "export" in stages and round_file(args.work, sz.draft_round).exists():
+    last = round_file(args.work, sz.draft_round)
+    if "export" in stages and (last.exists() or last.with_suffix(".partial.pt").exists()):
         export(args.work, args.out, sz)
     if "eval" in stages:
         evaluate(args.work, args.out, sz)
