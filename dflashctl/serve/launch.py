@@ -245,8 +245,10 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
         if opts.engine != "local":
             raise UsageError(f"--engine {opts.engine} needs --model (a hub id or a directory)")
         target_dir, drafter_dir = demo_pair_dirs(host)
-        if opts.spec == "dflash" and drafter is None and (
-            host.stat(posixpath.join(drafter_dir, "config.json")) is None
+        if (
+            opts.spec == "dflash"
+            and drafter is None
+            and (host.stat(posixpath.join(drafter_dir, "config.json")) is None)
         ):
             raise DflashError(
                 f"the embedded demo drafter is missing ({host.where(drafter_dir)}): this "
