@@ -226,3 +226,26 @@ def test_missing_and_misshapen_weights_are_named(tmp_path: Path) -> None:
     (out / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(EngineError, match="lacks"):
         Engine.load(out, None)
+
+
+@torch.no_grad()
+def test_greedy_text_equals_transformers_on_the_demo_target() -> None:
+    """SmolLM2-135M-Instruct as converted by dflashctl.demo_target (float32): our Llama path
+    and transformers' `LlamaForCausalLM` write the same greedy tokens for a few chat prompts."""
+    from transformers import AutoModelForCausalLM
+
+    from tests.demo_pairs import demo_target
+
+    target = demo_target()
+    engine = Engine.load(target, None, max_model_len=512)
+    hf = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    assert type(hf).__name__ == "LlamaForCausalLM" and engine.target.args.model_type == "llama"
+    for prompt in (
+        "Write a Python function that reverses a list.",
+        "Explain what a hash table is.",
+        "Translate into English: Il pleut depuis ce matin.",
+    ):
+        ids = engine.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
+        ours = engine.generate(ids, 40).tokens
+        ref = hf.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False)[0, len(ids) :]
+        assert ours == ref.tolist()[: len(ours)], prompt
