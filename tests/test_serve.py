@@ -149,10 +149,11 @@ class TestRender:
     def test_missing_demo_pair_is_a_clear_error(self, monkeypatch, capsys, tmp_path):
         import dflashctl.serve.launch as launch
 
-        monkeypatch.setattr(launch, "demo_pair_dir", lambda host: str(tmp_path / "no-demo"))
+        no_drafter = (str(tmp_path / "target"), str(tmp_path / "no-drafter"))
+        monkeypatch.setattr(launch, "demo_pair_dirs", lambda host: no_drafter)
         code, out, err = run_main(monkeypatch, capsys, "serve", "--dry-run")
         assert code == 2 and out == ""
-        assert "the embedded demo pair is missing" in err and "Traceback" not in err
+        assert "the embedded demo drafter is missing" in err and "Traceback" not in err
 
     @pytest.mark.parametrize(
         "args, needle",
