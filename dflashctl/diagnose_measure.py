@@ -309,6 +309,7 @@ def measure_in_process(
     )
     side.engine, side.dtype = "local", dtype
     side.num_speculative_tokens = engine.k
+    side.notes.append(f"the reference runs the target on the {engine.target_path} path")
     from dflashctl import __version__
 
     side.version = __version__

@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 
 from dflashctl.engine.drafter import Drafter, DrafterArgs
-from dflashctl.engine.model import ModelArgs, Transformer, rope_cache
+from dflashctl.engine.model import ModelArgs, Transformer, UnsupportedTarget, rope_cache
+from dflashctl.engine.reference import ReferenceTarget
 from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.engine.weights import generation_eos, load_config, load_into, read_state
 from dflashctl.errors import EngineError
@@ -93,7 +94,7 @@ class Engine:
 
     def __init__(
         self,
-        target: Transformer,
+        target: Transformer | ReferenceTarget,
         drafter: Drafter | None,
         tokenizer: ChatTokenizer,
         eos_ids: list[int],
@@ -110,6 +111,12 @@ class Engine:
         if drafter is not None:
             drafter.setup_caches(max_model_len + slack)
         self.device = next(target.parameters()).device
+        # which implementation runs the target: said by the server at start and by diagnose
+        self.target_path = (
+            f"transformers reference ({target.args.architecture}: recomputed each step)"
+            if isinstance(target, ReferenceTarget)
+            else f"native {target.args.model_type}"
+        )
 
     @classmethod
     def load(
@@ -123,19 +130,28 @@ class Engine:
         num_speculative_tokens: int | None = None,
     ) -> Engine:
         t_cfg = load_config(target_dir)
-        args = ModelArgs.from_hf_config(t_cfg)
-        with torch.device("meta"):
-            target = Transformer(args)
-        load_into(target, read_state(target_dir), rename={"model.": ""}, dtype=dtype, device=device)
+        target: Transformer | ReferenceTarget
+        try:
+            args: ModelArgs | None = ModelArgs.from_hf_config(t_cfg)
+        except UnsupportedTarget:
+            args = None
+        if args is not None:
+            with torch.device("meta"):
+                target = Transformer(args)
+            state = read_state(target_dir)
+            load_into(target, state, rename={"model.": ""}, dtype=dtype, device=device)
+        else:
+            target = ReferenceTarget.load(target_dir, t_cfg, dtype=dtype, device=device)
+        n_layers, hidden = target.args.num_hidden_layers, target.args.hidden_size
         drafter = None
         k = 0
         if drafter_dir is not None:
             d_cfg = load_config(drafter_dir)
             block = num_speculative_tokens + 1 if num_speculative_tokens else None
-            d_args = DrafterArgs.from_hf_config(d_cfg, args.num_hidden_layers, block_size=block)
-            if d_args.hidden_size != args.hidden_size:
+            d_args = DrafterArgs.from_hf_config(d_cfg, n_layers, block_size=block)
+            if d_args.hidden_size != hidden:
                 raise EngineError(
-                    f"drafter hidden_size {d_args.hidden_size} != target {args.hidden_size}: "
+                    f"drafter hidden_size {d_args.hidden_size} != target {hidden}: "
                     "the drafter shares the target's embedding and lm_head"
                 )
             with torch.device("meta"):
@@ -148,14 +164,15 @@ class Engine:
                 device=device,
             )
             k = d_args.block_size - 1
-        eos = generation_eos(target_dir) or args.eos_token_ids
+        eos = generation_eos(target_dir) or target.args.eos_token_ids
         # the context vLLM allows; the RoPE tables of both models also cover the K verify
         # positions past it (their tokens are never committed), whatever the drafter's
         # max_position_embeddings says
-        max_len = min(max_model_len, args.max_position_embeddings)
-        _materialize_rope(
-            target, args.head_dim, max_len + k + 1, args.rope_theta, args.rope_scaling
-        )
+        max_len = min(max_model_len, target.args.max_position_embeddings)
+        if isinstance(target, Transformer) and args is not None:
+            _materialize_rope(
+                target, args.head_dim, max_len + k + 1, args.rope_theta, args.rope_scaling
+            )
         if drafter is not None:
             _materialize_rope(
                 drafter, drafter.args.head_dim, max_len + k + 1, drafter.args.rope_theta

@@ -27,6 +27,12 @@ from torch import Tensor, nn
 
 from dflashctl.errors import EngineError
 
+
+class UnsupportedTarget(EngineError):
+    """The engine has no native implementation of this target (generate.Engine then runs it
+    through transformers, engine/reference.py)."""
+
+
 # model_type -> the attention projections' biases: "flag" = all four iff `attention_bias`;
 # "qkv" = q/k/v always, o never (Qwen2). qk_norm: per-head RMSNorm on q and k.
 ARCHS: dict[str, dict[str, Any]] = {
@@ -69,12 +75,14 @@ class ModelArgs:
         theta = rope.get("rope_theta", text.get("rope_theta", 1e6))
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type not in ROPE_TYPES:
-            raise EngineError(
+            raise UnsupportedTarget(
                 f"RoPE type {rope_type!r} is not implemented by the bundled engine "
                 f"(it implements {', '.join(ROPE_TYPES)})"
             )
         if text.get("use_sliding_window"):
-            raise EngineError("sliding-window targets are not implemented by the bundled engine")
+            raise UnsupportedTarget(
+                "sliding-window targets are not implemented natively by the bundled engine"
+            )
         eos = text.get("eos_token_id", cfg.get("eos_token_id"))
         bias = bool(text.get("attention_bias", False))
         return cls(
@@ -109,7 +117,7 @@ def model_type_of(cfg: dict[str, Any]) -> str:
         archs = [a for a in cfg.get("architectures") or [] if a in by_class]
         if archs and model_type is None:
             return by_class[archs[0]]
-        raise EngineError(
+        raise UnsupportedTarget(
             f"the bundled engine does not implement {model_type or 'this'!r} targets "
             f"(it implements {', '.join(sorted(ARCHS))})",
             "serve this target with vLLM or SGLang: dflashctl serve --engine vllm --model ...",

@@ -385,10 +385,11 @@ def load_engine(args: argparse.Namespace) -> Any:
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(args.dtype)
     if dtype is None:
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    log.info("Resolved architecture: Qwen3ForCausalLM")
+    t_cfg = read_json_object(args.model / "config.json", "model config")
+    archs = t_cfg.get("architectures")
+    log.info("Resolved architecture: %s", archs[0] if isinstance(archs, list) and archs else "?")
     if args.drafter is not None:
         d_cfg = read_json_object(args.drafter / "config.json", "drafter config")
-        t_cfg = read_json_object(args.model / "config.json", "model config")
         n_layers = (t_cfg.get("text_config") or t_cfg).get("num_hidden_layers")
         r = resolve(d_cfg, num_target_layers=n_layers, runner="v2")
         log.info("Resolved architecture: %s", r.architecture)
@@ -403,6 +404,7 @@ def load_engine(args: argparse.Namespace) -> Any:
         max_model_len=args.max_model_len,
         num_speculative_tokens=args.num_speculative_tokens,
     )
+    log.info("Target implementation: %s", engine.target_path)
     log.info("Using max model len %d", engine.max_model_len)
     spec = "None"
     if engine.drafter is not None:

@@ -82,7 +82,8 @@ def build_hf_target(cfg: dict[str, Any], seed: int = 0, arch: str = "qwen3") -> 
     mode."""
     import transformers
 
-    prefix = {"qwen3": "Qwen3", "llama": "Llama", "qwen2": "Qwen2"}[arch]
+    prefix = {"qwen3": "Qwen3", "llama": "Llama", "qwen2": "Qwen2", "qwen3_moe": "Qwen3Moe",
+              "mistral": "Mistral"}[arch]  # fmt: skip
     config_cls = getattr(transformers, f"{prefix}Config")
     model_cls = getattr(transformers, f"{prefix}ForCausalLM")
     model = model_cls(config_cls(**cfg))
