@@ -22,7 +22,13 @@ import torch
 from torch import Tensor
 
 from dflashctl.engine.drafter import Drafter, DrafterArgs
-from dflashctl.engine.model import ModelArgs, Transformer, UnsupportedTarget, rope_cache
+from dflashctl.engine.model import (
+    ModelArgs,
+    Transformer,
+    UnsupportedTarget,
+    fuse_projections,
+    rope_cache,
+)
 from dflashctl.engine.reference import ReferenceTarget
 from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.engine.weights import generation_eos, load_config, load_into, read_state
@@ -140,6 +146,7 @@ class Engine:
                 target = Transformer(args)
             state = read_state(target_dir)
             load_into(target, state, rename={"model.": ""}, dtype=dtype, device=device)
+            fuse_projections(target)
         else:
             target = ReferenceTarget.load(target_dir, t_cfg, dtype=dtype, device=device)
         n_layers, hidden = target.args.num_hidden_layers, target.args.hidden_size
@@ -163,6 +170,7 @@ class Engine:
                 dtype=dtype,
                 device=device,
             )
+            fuse_projections(drafter)  # its MLPs (its attention reads k/v_proj for the context)
             k = d_args.block_size - 1
         eos = generation_eos(target_dir) or target.args.eos_token_ids
         # the context vLLM allows; the RoPE tables of both models also cover the K verify

@@ -212,6 +212,12 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, a.rms_norm_eps) if a.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim, a.rms_norm_eps) if a.qk_norm else nn.Identity()
         self.kv_cache: KVCache | None = None
+        self.wqkv: nn.Linear | None = None  # q, k and v in one product, after `fuse()`
+
+    def fuse(self) -> None:
+        """Replace q/k/v_proj by one Linear (one matrix product per step instead of three)."""
+        self.wqkv = cat_linears(self.q_proj, self.k_proj, self.v_proj)
+        del self.q_proj, self.k_proj, self.v_proj
 
     def forward(
         self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, input_pos: Tensor | None
@@ -219,9 +225,14 @@ class Attention(nn.Module):
         # x: [B, S, H]; cos/sin: [S, D] or [B, 1, S, D]; mask: [S, K] or [B, 1, S, K] bool
         # (True = attend), or None = causal
         bsz, seqlen, _ = x.shape
-        q = self.q_proj(x).view(bsz, seqlen, self.n_head, self.head_dim)
-        k = self.k_proj(x).view(bsz, seqlen, self.n_kv, self.head_dim)
-        v = self.v_proj(x).view(bsz, seqlen, self.n_kv, self.head_dim)
+        if self.wqkv is not None:
+            kv = self.n_kv * self.head_dim
+            q, k, v = self.wqkv(x).split([self.n_head * self.head_dim, kv, kv], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.view(bsz, seqlen, self.n_head, self.head_dim)
+        k = k.view(bsz, seqlen, self.n_kv, self.head_dim)
+        v = v.view(bsz, seqlen, self.n_kv, self.head_dim)
         q = self.q_norm(q).transpose(1, 2)  # [B, nh, S, D]
         k = self.k_norm(k).transpose(1, 2)  # [B, nkv, S, D]
         v = v.transpose(1, 2)
@@ -245,15 +256,45 @@ class Attention(nn.Module):
         return self.o_proj(y.transpose(1, 2).reshape(bsz, seqlen, -1))
 
 
+def cat_linears(*linears: nn.Linear) -> nn.Linear:
+    """One Linear whose output is the outputs of `linears` side by side (same input)."""
+    w = torch.cat([lin.weight.detach() for lin in linears])
+    has_bias = linears[0].bias is not None
+    out = nn.Linear(w.shape[1], w.shape[0], bias=has_bias, device=w.device, dtype=w.dtype)
+    out.weight = nn.Parameter(w, requires_grad=False)
+    if has_bias:
+        out.bias = nn.Parameter(
+            torch.cat([lin.bias.detach() for lin in linears if lin.bias is not None]),
+            requires_grad=False,
+        )
+    return out
+
+
 class MLP(nn.Module):
     def __init__(self, hidden: int, intermediate: int, bias: bool = False) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.w13: nn.Linear | None = None  # gate and up in one product, after `fuse()`
+
+    def fuse(self) -> None:
+        self.w13 = cat_linears(self.gate_proj, self.up_proj)
+        del self.gate_proj, self.up_proj
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.w13 is not None:
+            gate, up = self.w13(x).chunk(2, dim=-1)
+            return self.down_proj(F.silu(gate) * up)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def fuse_projections(model: nn.Module) -> None:
+    """Fuse every target attention's q/k/v and every MLP's gate/up (inference only: the
+    weights are no longer trainable and the module names change)."""
+    for module in list(model.modules()):
+        if isinstance(module, Attention | MLP):
+            module.fuse()
 
 
 class DecoderLayer(nn.Module):

@@ -249,3 +249,21 @@ def test_greedy_text_equals_transformers_on_the_demo_target() -> None:
         ours = engine.generate(ids, 40).tokens
         ref = hf.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False)[0, len(ids) :]
         assert ours == ref.tolist()[: len(ours)], prompt
+
+
+@torch.no_grad()
+def test_fused_projections_compute_the_same_function(tmp_path: Path) -> None:
+    """q/k/v and gate/up fused into one product each (what Engine.load serves) against the
+    unfused modules the checkpoint names (what training uses)."""
+    from dflashctl.engine.model import Transformer, fuse_projections
+    from dflashctl.engine.weights import load_config, load_into, read_state
+
+    write_target(tmp_path, arch="qwen2", tie_word_embeddings=True)  # biases on q/k/v
+    args = ModelArgs.from_hf_config(load_config(tmp_path))
+    plain, fused = Transformer(args), Transformer(args)
+    for m in (plain, fused):
+        load_into(m, read_state(tmp_path), rename={"model.": ""}, dtype=torch.float32, device="cpu")
+    fuse_projections(fused)
+    assert not hasattr(fused.layers[0].self_attn, "q_proj") and fused.layers[0].mlp.w13 is not None
+    ids = prompt(30)
+    torch.testing.assert_close(fused(ids)[0], plain(ids)[0], rtol=1e-6, atol=1e-6)
