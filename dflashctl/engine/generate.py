@@ -31,7 +31,13 @@ from dflashctl.engine.model import (
 )
 from dflashctl.engine.reference import ReferenceTarget
 from dflashctl.engine.tokenizer import ChatTokenizer
-from dflashctl.engine.weights import generation_eos, load_config, load_into, read_state
+from dflashctl.engine.weights import (
+    checkpoint_bytes,
+    generation_eos,
+    iter_state,
+    load_config,
+    load_into,
+)
 from dflashctl.errors import EngineError
 
 
@@ -95,6 +101,48 @@ def _materialize_rope(
     model.rope_cos, model.rope_sin = cos.to(dev), sin.to(dev)
 
 
+def check_memory(
+    target_dir: Path,
+    drafter_dir: Path | None,
+    args: ModelArgs,
+    dtype: torch.dtype,
+    device: str,
+    max_model_len: int,
+) -> int:
+    """Refuse, before loading anything, a pair that does not fit the device: the weights as
+    `dtype` (from the safetensors headers) plus the target's KV cache. Returns the estimate."""
+    need = checkpoint_bytes(target_dir, dtype)
+    if drafter_dir is not None:
+        need += checkpoint_bytes(drafter_dir, dtype)
+    seq = min(max_model_len, args.max_position_embeddings) + 32
+    item = torch.empty(0, dtype=dtype).element_size()
+    need += 2 * args.num_hidden_layers * args.num_key_value_heads * args.head_dim * seq * item
+    free = available_bytes(device)
+    if free is not None and need > free:
+        raise EngineError(
+            f"the model needs about {need / 2**30:.1f} GiB on {device} (weights as "
+            f"{str(dtype).removeprefix('torch.')} and a {seq}-token KV cache), "
+            f"{free / 2**30:.1f} GiB are free",
+            "use --dtype bfloat16 or a smaller --max-model-len; a model larger than one GPU is "
+            "served with tensor parallelism by vLLM or SGLang (dflashctl serve --engine vllm)",
+        )
+    return need
+
+
+def available_bytes(device: str) -> int | None:
+    """Free memory on `device` (a CUDA device's free memory; MemAvailable for the CPU)."""
+    if device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 class Engine:
     """A loaded target (+ optional drafter) with static caches for one sequence at a time."""
 
@@ -142,9 +190,10 @@ class Engine:
         except UnsupportedTarget:
             args = None
         if args is not None:
+            check_memory(target_dir, drafter_dir, args, dtype, device, max_model_len)
             with torch.device("meta"):
                 target = Transformer(args)
-            state = read_state(target_dir)
+            state = iter_state(target_dir, device)
             load_into(target, state, rename={"model.": ""}, dtype=dtype, device=device)
             fuse_projections(target)
         else:
@@ -165,7 +214,7 @@ class Engine:
                 drafter = Drafter(d_args)
             load_into(
                 drafter,
-                read_state(drafter_dir),
+                iter_state(drafter_dir, device),
                 ignore=("embed_tokens.", "lm_head.", "d2t", "t2d"),
                 dtype=dtype,
                 device=device,

@@ -8,6 +8,7 @@ weights are allocated twice. Every key and shape is checked (nanoGPT's `from_pre
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +37,43 @@ def safetensors_files(model_dir: Path) -> list[Path]:
 
 
 def read_state(model_dir: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+    """Every tensor of the checkpoint, in host memory (small models, tests, training)."""
+    return dict(iter_state(model_dir))
 
-    state: dict[str, torch.Tensor] = {}
+
+def iter_state(model_dir: Path, device: str = "cpu") -> Iterator[tuple[str, torch.Tensor]]:
+    """The checkpoint's tensors one at a time, read straight onto `device` (a bf16 checkpoint
+    goes to the GPU without a host copy of the whole model)."""
+    from safetensors import safe_open
+
     for f in safetensors_files(model_dir):
         try:
-            state.update(load_file(str(f)))
+            with safe_open(str(f), framework="pt", device=str(device)) as st:
+                for name in st.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                    yield name, st.get_tensor(name)
+        except EngineError:
+            raise
         except Exception as e:  # safetensors raises its own error types
             raise EngineError(f"cannot read {f}: {e}") from e
-    return state
+
+
+def checkpoint_bytes(model_dir: Path, dtype: torch.dtype) -> int:
+    """Bytes the weights take once loaded as `dtype`, from the safetensors headers alone."""
+    from safetensors import safe_open
+
+    total = 0
+    item = torch.empty(0, dtype=dtype).element_size()
+    for f in safetensors_files(model_dir):
+        try:
+            with safe_open(str(f), framework="pt") as st:
+                for name in st.keys():  # noqa: SIM118
+                    numel = 1
+                    for d in st.get_slice(name).get_shape():
+                        numel *= d
+                    total += numel * item
+        except Exception as e:
+            raise EngineError(f"cannot read {f}: {e}") from e
+    return total
 
 
 def load_config(model_dir: Path) -> dict[str, Any]:
@@ -53,7 +82,7 @@ def load_config(model_dir: Path) -> dict[str, Any]:
 
 def load_into(
     model: nn.Module,
-    state: dict[str, torch.Tensor],
+    state: dict[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
     *,
     rename: dict[str, str] | None = None,
     ignore: tuple[str, ...] = (),
@@ -63,7 +92,7 @@ def load_into(
     """Fill a meta-device `model` from `state`: keys renamed by prefix, shapes asserted."""
     wanted = {k: v for k, v in model.state_dict().items()}
     loaded: dict[str, torch.Tensor] = {}
-    for name, tensor in state.items():
+    for name, tensor in state.items() if isinstance(state, dict) else state:
         key = name
         for old, new in (rename or {}).items():
             if key.startswith(old):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_pair import VOCAB, write_target
+from tiny_pair import VOCAB, build_hf_target, target_config, write_target
 
 from dflashctl.engine.generate import Engine
 from dflashctl.engine.model import ModelArgs
@@ -267,3 +267,22 @@ def test_fused_projections_compute_the_same_function(tmp_path: Path) -> None:
     assert not hasattr(fused.layers[0].self_attn, "q_proj") and fused.layers[0].mlp.w13 is not None
     ids = prompt(30)
     torch.testing.assert_close(fused(ids)[0], plain(ids)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_a_pair_that_does_not_fit_is_refused_before_loading(tmp_path: Path, monkeypatch) -> None:
+    """The estimate comes from the safetensors headers and the KV cache's shape."""
+    import dflashctl.engine.generate as gen
+    from dflashctl.engine.weights import checkpoint_bytes
+
+    write_target(tmp_path)
+    weights = checkpoint_bytes(tmp_path, torch.float32)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    n_params = sum(p.numel() for p in build_hf_target(target_config(), 0).parameters()) - (
+        0 if not cfg.get("tie_word_embeddings") else cfg["vocab_size"] * cfg["hidden_size"]
+    )
+    assert weights == 4 * n_params
+    monkeypatch.setattr(gen, "available_bytes", lambda device: weights // 2)
+    with pytest.raises(EngineError, match=r"needs about .* GiB on cpu .* are free"):
+        Engine.load(tmp_path, None)
+    monkeypatch.setattr(gen, "available_bytes", lambda device: 10 * weights)
+    Engine.load(tmp_path, None, max_model_len=64)
