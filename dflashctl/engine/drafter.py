@@ -124,6 +124,49 @@ class DrafterAttention(nn.Module):
                 allowed = allowed & (kp - qp < self.window)
         return allowed
 
+    def mask_static(self, q_pos: Tensor, k_pos: Tensor, start: Tensor, s: int) -> Tensor:
+        """`mask` over a fixed span of cache slots k_pos [L] that also holds the block itself at
+        start..start+s-1 (`forward_cached`); slots from start+s on are not seen."""
+        qp, kp = q_pos[:, None], k_pos[None, :]
+        in_block = (kp >= start) & (kp < start + s)
+        allowed = ((kp < start) | in_block).expand(qp.shape[0], -1)  # [S, L]
+        if self.causal:
+            allowed = allowed & (~in_block | (kp <= qp))
+        if self.window is not None:
+            allowed = allowed & (qp - kp < self.window)
+            if not self.causal:
+                allowed = allowed & (kp - qp < self.window)
+        return allowed
+
+    def forward_cached(
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        cache_k: Tensor,
+        cache_v: Tensor,
+        q_pos: Tensor,
+        mask: Tensor,
+    ) -> Tensor:
+        """`forward` without a `cat`: the block's K/V go into the cache at q_pos (slots past the
+        committed context, which the next `write_context` overwrites) and attention reads the
+        first mask.shape[-1] slots. x: [B, S, H]; cache_k/v: [B, nkv, max_seq, D]; mask: [S, L]"""
+        bsz, s, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(bsz, s, self.n_head, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(bsz, s, self.n_kv, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(x).view(bsz, s, self.n_kv, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        cache_k.index_copy_(2, q_pos, k.to(cache_k.dtype))
+        cache_v.index_copy_(2, q_pos, v.to(cache_v.dtype))
+        n = mask.shape[-1]
+        group = self.n_head // self.n_kv
+        q = q.reshape(bsz, self.n_kv, group * s, self.head_dim)  # query heads folded per kv head
+        y = F.scaled_dot_product_attention(
+            q, cache_k[:, :, :n], cache_v[:, :, :n], attn_mask=mask.repeat(group, 1)
+        )
+        y = y.view(bsz, self.n_head, s, self.head_dim)
+        return self.o_proj(y.transpose(1, 2).reshape(bsz, s, -1))
+
     def forward(
         self, x: Tensor, cos: Tensor, sin: Tensor, ctx_k: Tensor, ctx_v: Tensor, mask: Tensor
     ) -> Tensor:
@@ -219,6 +262,32 @@ class Drafter(nn.Module):
             h = layer.input_layernorm(x)
             x = x + attn(
                 h, cos, sin, self.ctx_k[i][:, :, :start], self.ctx_v[i][:, :, :start], mask
+            )
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return lm_head(self.norm(x[:, 1:]))
+
+    def forward_static(
+        self, block_ids: Tensor, start: Tensor, length: int, embed: nn.Module, lm_head: nn.Module
+    ) -> Tensor:
+        """`forward` with no host synchronisation and static shapes (what a CUDA graph can
+        capture): `start` is a 0-d device tensor, attention spans the first `length` cache
+        slots (length >= start + S), one mask per distinct layer kind, no `cat`.
+        block_ids: [B, S] -> logits [B, S-1, V]"""
+        s = block_ids.shape[1]
+        dev = block_ids.device
+        q_pos = start + torch.arange(s, device=dev)  # [S]
+        k_pos = torch.arange(length, device=dev)  # [L]
+        cos, sin = self.rope_cos[q_pos], self.rope_sin[q_pos]
+        masks: dict[tuple[bool, int | None], Tensor] = {}
+        x = embed(block_ids)
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            kind = (attn.causal, attn.window)
+            if kind not in masks:
+                masks[kind] = attn.mask_static(q_pos, k_pos, start, s)
+            h = layer.input_layernorm(x)
+            x = x + attn.forward_cached(
+                h, cos, sin, self.ctx_k[i], self.ctx_v[i], q_pos, masks[kind]
             )
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return lm_head(self.norm(x[:, 1:]))

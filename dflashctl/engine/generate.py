@@ -13,6 +13,7 @@ per position; mean acceptance length = 1 + accepted / drafts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,6 +166,11 @@ class Engine:
         if drafter is not None:
             drafter.setup_caches(max_model_len + slack)
         self.device = next(target.parameters()).device
+        # the step on the device (engine/fast.py: no host sync inside a step, CUDA graphs) on a
+        # GPU; the plain loop below on the CPU. DFLASHCTL_ENGINE_STATIC=1/0 forces either.
+        forced = os.environ.get("DFLASHCTL_ENGINE_STATIC")
+        self.static = forced == "1" if forced in ("0", "1") else self.device.type == "cuda"
+        self._steps: Any = None
         # which implementation runs the target: said by the server at start and by diagnose
         self.target_path = (
             f"transformers reference ({target.args.architecture}: recomputed each step)"
@@ -286,6 +292,13 @@ class Engine:
                 f"context of {self.max_model_len} tokens"
             )
         stats = stats if stats is not None else SpecStats()
+        if self.static and not isinstance(self.target, ReferenceTarget):
+            from dflashctl.engine.fast import StaticSteps, stream_static
+
+            if self._steps is None:
+                self._steps = StaticSteps(self)
+            yield from stream_static(self, ids, max_new_tokens, stats, self._steps)
+            return
         token, taps = self.prefill(ids)
         pos, produced = len(ids), 0
         if self.drafter is not None:
