@@ -50,7 +50,6 @@ class StaticSteps:
             self.block.fill_(engine.drafter.args.mask_token_id)
         self.host_start = 0
         self._graphs: dict[int, Any] = {}
-        self._pool: Any = None
 
     # -- the device work of one step --------------------------------------------------------
 
@@ -148,9 +147,9 @@ class StaticSteps:
                 self.start.copy_(saved[1])
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
-        with torch.cuda.graph(graph, pool=self._pool):
+        # its own memory pool: the host reads only the static buffers, never a graph's
+        # intermediates, but separate pools keep any replay order safe
+        with torch.cuda.graph(graph):
             self._work(length)
         self._graphs[length] = graph
         return graph
