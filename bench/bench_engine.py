@@ -94,7 +94,7 @@ def free_port() -> int:
 
 
 def server_peak_rss(
-    model: Path, drafter: Path | None, max_tokens: int, threads: int | None
+    model: Path, drafter: Path | None, max_tokens: int, threads: int | None, dtype: str
 ) -> dict[str, Any]:
     """Start the real server, send each prompt once, read its peak RSS, stop it (by pid)."""
     import httpx
@@ -105,6 +105,7 @@ def server_peak_rss(
     argv += ["--drafter", str(drafter)] if drafter else ["--spec", "none"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", "bench"]
     argv += ["--threads", str(threads)] if threads else []
+    argv += ["--dtype", dtype]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -152,6 +153,11 @@ def main() -> None:
     ap.add_argument("--drafter", type=Path, default=DEMO / "drafter")
     ap.add_argument("--max-tokens", type=int, default=256, help="per measured run")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument(
+        "--dtype", choices=["float32", "bfloat16"], default="float32",
+        help="bfloat16 runs the matrix units of CPUs that have them (AMX); the server too",
+    )  # fmt: skip
+    ap.add_argument("-k", "--num-speculative-tokens", type=int, help="K (default: block - 1)")
     ap.add_argument("--ignore-eos", action="store_true", help="always decode --max-tokens")
     ap.add_argument("--no-server", action="store_true", help="skip the server RSS measurement")
     ap.add_argument(
@@ -181,8 +187,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     max_len = 4096
-    plain = Engine.load(args.model, None, max_model_len=max_len)
-    spec = Engine.load(args.model, args.drafter, max_model_len=max_len)
+    dtype = getattr(torch, args.dtype)
+    plain = Engine.load(args.model, None, max_model_len=max_len, dtype=dtype)
+    spec = Engine.load(
+        args.model, args.drafter, max_model_len=max_len, dtype=dtype,
+        num_speculative_tokens=args.num_speculative_tokens,
+    )  # fmt: skip
     if args.ignore_eos:
         plain.eos_ids = spec.eos_ids = set()
     tok = spec.tokenizer
@@ -199,6 +209,7 @@ def main() -> None:
         "num_speculative_tokens": spec.k,
         "max_tokens": args.max_tokens,
         "torch_threads": torch.get_num_threads(),
+        "dtype": args.dtype,
     }
     result |= bench_modes({"plain": plain, "speculative": spec}, prompts, args.max_tokens)
     result["speedup"] = {
@@ -236,7 +247,9 @@ def main() -> None:
     result["bench_seconds"] = round(time.perf_counter() - t0, 1)
     del plain, spec
     if not args.no_server:
-        result["server"] = server_peak_rss(args.model, args.drafter, args.max_tokens, args.threads)
+        result["server"] = server_peak_rss(
+            args.model, args.drafter, args.max_tokens, args.threads, args.dtype
+        )
 
     if args.json:
         print(json.dumps(result, indent=2))
