@@ -27,6 +27,7 @@ UNSUPPORTED = {
     "best_of": "best_of is not supported by the bundled engine",
     "suffix": "suffix is not supported by the bundled engine",
     "echo": "echo is not supported by the bundled engine",
+    "logit_bias": "logit_bias is not supported by the bundled engine",
 }
 
 
@@ -56,7 +57,8 @@ def check_sampling(body: dict[str, Any]) -> None:
         value = body.get(key)
         # `logprobs: 0` (completions) still asks for the sampled token's logprob; only a
         # `top_logprobs` of 0 asks for nothing
-        if value is None or value is False or value == [] or (key == "top_logprobs" and value == 0):
+        empty = value is None or value is False or value in ([], {})
+        if empty or (key == "top_logprobs" and value == 0):
             continue
         raise BadRequest(message, key)
     if body.get("stop") not in (None, [], ""):
@@ -66,6 +68,19 @@ def check_sampling(body: dict[str, Any]) -> None:
             raise BadRequest(f"{key} is not supported: the engine is greedy", key)
     if _number(body, "repetition_penalty") not in (None, 1.0):
         raise BadRequest("repetition_penalty is not supported", "repetition_penalty")
+
+
+def include_usage_of(body: dict[str, Any]) -> bool:
+    """`stream_options: {"include_usage": true}`, the only stream option there is."""
+    opts = body.get("stream_options")
+    if opts is None:
+        return False
+    if not isinstance(opts, dict):
+        raise BadRequest("stream_options must be an object", "stream_options")
+    usage = opts.get("include_usage", False)
+    if not isinstance(usage, bool):
+        raise BadRequest("stream_options.include_usage must be true or false", "stream_options")
+    return usage
 
 
 def max_tokens_of(body: dict[str, Any]) -> int | None:

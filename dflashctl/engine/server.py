@@ -9,8 +9,10 @@ reads this engine exactly as it reads vLLM. Start-up ends with uvicorn's
 `Application startup complete.`, as vLLM's does.
 
 Requests run one at a time (batch one) on a worker thread; at most `--max-queue` wait, and one
-more is answered 503 at once. A streaming client that goes away aborts its request. What the
-engine would serve differently than asked is refused with HTTP 400 (protocol.py).
+more is answered 503 at once. A client that goes away, streaming or not, aborts its request. What
+the engine would serve differently than asked is refused with HTTP 400 (protocol.py); a body
+over `--max-request-bytes` with 413 before it is read. Parsing and tokenising run off the event
+loop, so /health and /metrics answer while a large request is prepared.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from dflashctl import __version__
 from dflashctl.engine.protocol import (
     BadRequest,
     check_sampling,
+    include_usage_of,
     max_tokens_of,
     messages_of,
     prompt_of,
@@ -60,8 +63,16 @@ class Job:
 class EngineServer:
     """Owns the engine, the one-sequence lock, the bounded queue and the stats."""
 
-    def __init__(self, engine: Any, model_name: str, max_queue: int, default_max_tokens: int):
+    def __init__(
+        self,
+        engine: Any,
+        model_name: str,
+        max_queue: int,
+        default_max_tokens: int,
+        max_request_bytes: int = 4 << 20,
+    ):
         self.engine = engine
+        self.max_request_bytes = max_request_bytes
         self.model_name = model_name
         self.max_queue = max_queue
         self.default_max_tokens = default_max_tokens
@@ -87,6 +98,19 @@ class EngineServer:
                 "messages" if asked is None else "max_tokens",
             )
         return Job(prompt_ids, max_tokens)
+
+    def refuse_long_text(self, text: str, param: str) -> None:
+        """A text that cannot fit the context whatever its tokens: refused before tokenising
+        it (the tokenizer holds the interpreter while it works)."""
+        at_least = self.engine.tokenizer.min_tokens(text)
+        limit = self.engine.max_model_len
+        if at_least >= limit:
+            raise BadRequest(
+                f"This model's maximum context length is {limit} tokens. However, the prompt "
+                f"alone has at least {at_least} tokens. Please reduce the length of the "
+                "messages or completion.",
+                param,
+            )
 
     def _queue(self, running: int, waiting: int) -> None:
         with self.queue_lock:
@@ -154,7 +178,8 @@ def create_app(server: EngineServer, stats_interval: float = 10.0) -> FastAPI:
     app = FastAPI(title="dflashctl engine", version=__version__, lifespan=lifespan)
 
     def error(status: int, message: str, param: str | None = None) -> JSONResponse:
-        kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}
+        kind = {400: "BadRequestError", 404: "NotFoundError", 413: "RequestTooLargeError",
+                503: "ServiceUnavailableError"}  # fmt: skip
         err = {"message": message, "type": kind.get(status, "InternalServerError")}
         return JSONResponse({"error": {**err, "param": param, "code": status}}, status)
 
@@ -184,10 +209,18 @@ def create_app(server: EngineServer, stats_interval: float = 10.0) -> FastAPI:
         return PlainTextResponse(page, media_type=CONTENT_TYPE_LATEST)
 
     async def parse(request: Request) -> dict[str, Any]:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BadRequest("request body is not valid JSON") from None
+        limit = server.max_request_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise BadRequest(
+                f"the request body ({declared} bytes) exceeds {limit} bytes", status=413
+            )
+        raw = bytearray()
+        async for part in request.stream():
+            raw += part
+            if len(raw) > limit:
+                raise BadRequest(f"the request body exceeds {limit} bytes", status=413)
+        body = await asyncio.to_thread(decode_json, bytes(raw))
         if not isinstance(body, dict):
             raise BadRequest("request body must be a JSON object")
         model = body.get("model")
@@ -200,26 +233,46 @@ def create_app(server: EngineServer, stats_interval: float = 10.0) -> FastAPI:
     async def chat_completions(request: Request) -> Any:
         body = await parse(request)
         msgs = messages_of(body)
-        try:
-            prompt_ids = server.engine.tokenizer.apply_chat_template(msgs)
+        server.refuse_long_text("".join(m["content"] for m in msgs), "messages")
+        try:  # off the event loop: a long prompt must not stall /health
+            prompt_ids = await asyncio.to_thread(server.engine.tokenizer.apply_chat_template, msgs)
         except EngineError as e:  # the template refused these messages
             raise BadRequest(e.message, "messages") from None
-        return await respond(server, body, server.job(prompt_ids, body), chat=True)
+        return await respond(server, body, server.job(prompt_ids, body), request, chat=True)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
         body = await parse(request)
         prompt = prompt_of(body)
-        ids = server.engine.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+        tok = server.engine.tokenizer
+        if isinstance(prompt, str):
+            server.refuse_long_text(prompt, "prompt")
+        ids = await asyncio.to_thread(tok.encode, prompt) if isinstance(prompt, str) else prompt
         if any(t >= server.engine.target.args.vocab_size for t in ids):
             raise BadRequest("a prompt token id is outside the vocabulary", "prompt")
-        return await respond(server, body, server.job(ids, body), chat=False)
+        return await respond(server, body, server.job(ids, body), request, chat=False)
 
     return app
 
 
-async def respond(server: EngineServer, body: dict[str, Any], job: Job, chat: bool) -> Any:
+def decode_json(raw: bytes) -> Any:
+    """The body as JSON; what Python's parser cannot take (nesting too deep, integers of
+    thousands of digits, bad UTF-8) is a 400, not a 500."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest("request body is not valid JSON") from None
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply") from None
+    except ValueError as e:  # e.g. "Exceeds the limit (4300 digits) for integer string"
+        raise BadRequest(f"request body is not usable JSON: {e}") from None
+
+
+async def respond(
+    server: EngineServer, body: dict[str, Any], job: Job, request: Request, chat: bool
+) -> Any:
     """Run `job` on a worker thread; answer with one JSON body or an SSE stream."""
+    include_usage = include_usage_of(body)
     server.admit()
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
@@ -254,6 +307,7 @@ async def respond(server: EngineServer, body: dict[str, Any], job: Job, chat: bo
     if not body.get("stream"):
         tokens: list[int] = []
         finish = "length"
+        watcher = asyncio.create_task(cancel_when_gone(request, job))
         try:
             async for chunk, reason in chunks():
                 tokens.extend(chunk)
@@ -264,6 +318,8 @@ async def respond(server: EngineServer, body: dict[str, Any], job: Job, chat: bo
                            "param": None, "code": 500}},
                 500,
             )  # fmt: skip
+        finally:
+            watcher.cancel()
         text = tok.decode(tokens)
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "stop_reason": None}
         if chat:
@@ -280,7 +336,6 @@ async def respond(server: EngineServer, body: dict[str, Any], job: Job, chat: bo
             "system_fingerprint": f"dflashctl-{__version__}",
         }
 
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     obj = "chat.completion.chunk" if chat else "text_completion"
 
     def event(payload: dict[str, Any]) -> str:
@@ -318,6 +373,15 @@ async def respond(server: EngineServer, body: dict[str, Any], job: Job, chat: bo
             job.cancelled.set()
 
     return StreamingResponse(sse(), media_type="text/event-stream")
+
+
+async def cancel_when_gone(request: Request, job: Job, every: float = 0.25) -> None:
+    """A non-streaming client that disconnects aborts its request (and frees the slot)."""
+    while not job.cancelled.is_set():
+        if await request.is_disconnected():
+            job.cancelled.set()
+            return
+        await asyncio.sleep(every)
 
 
 async def stats_loop(stats: Stats, interval: float) -> None:
@@ -360,6 +424,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--max-queue", type=int, default=8, help="requests that may wait")
     ap.add_argument("--default-max-tokens", type=int, default=256)
+    ap.add_argument(
+        "--max-request-bytes", type=int, default=4 << 20, help="larger bodies get 413 (4 MiB)"
+    )
     ap.add_argument("--log-interval", type=float, default=10.0, help="stats log lines (s)")
     args = ap.parse_args(argv)
     if args.spec == "dflash" and args.drafter is None:
@@ -447,7 +514,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         raise SystemExit(1) from None
     log.info("Starting vLLM-compatible server on http://%s:%d", args.host, args.port)
-    server = EngineServer(engine, name, args.max_queue, args.default_max_tokens)
+    server = EngineServer(
+        engine, name, args.max_queue, args.default_max_tokens, args.max_request_bytes
+    )
     os.environ.setdefault("NO_COLOR", "1")
     uvicorn.run(
         create_app(server, args.log_interval),

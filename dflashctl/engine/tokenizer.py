@@ -24,6 +24,15 @@ class ChatTokenizer:
         self.template = self._chat_template(model_dir)
         self._compiled: Any = None  # the template, compiled on first use
         self.vocab_size = self.tok.get_vocab_size()
+        # no token is longer than this many bytes of text (an upper bound: vocabulary keys in
+        # UTF-8), so a text of N bytes has at least N / max_token_bytes tokens
+        self.max_token_bytes = max(
+            (len(k.encode()) for k in self.tok.get_vocab(with_added_tokens=True)), default=1
+        )
+
+    def min_tokens(self, text: str) -> int:
+        """A lower bound on the tokens of `text`, without tokenising it."""
+        return -(-len(text.encode()) // max(self.max_token_bytes, 1))
 
     @staticmethod
     def _chat_template(model_dir: Path) -> str | None:

@@ -498,3 +498,74 @@ def test_wrong_taps_fail_each_request_like_vllm(pair: Pair, tmp_path: Path) -> N
         assert "DFlash drafter expects 192 concatenated aux hidden features" in server.text()
     finally:
         server.stop()
+
+
+# ------------------------------------------------------------------------------ hostile requests
+
+
+def test_a_body_over_the_limit_is_413_before_it_is_read(plain: Server) -> None:
+    big = b'{"prompt": "' + b"x" * (5 << 20) + b'"}'  # the default limit is 4 MiB
+    t0 = time.monotonic()
+    r = httpx.post(plain.url + "/v1/completions", content=big, timeout=60,
+                   headers={"content-type": "application/json"})  # fmt: skip
+    assert r.status_code == 413 and "exceeds 4194304 bytes" in r.json()["error"]["message"]
+    assert time.monotonic() - t0 < 5
+    assert httpx.get(plain.url + "/health", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"prompt": "a", "max_tokens": ' + b"9" * 5000 + b"}", "not usable JSON"),
+        (b'{"prompt": "a", "stream": true, "stream_options": "x"}', "stream_options must be"),
+        (b'{"prompt": "a", "logit_bias": {"1": 5}}', "logit_bias is not supported"),
+        (b"\xff\xfe{", "not valid JSON"),
+    ],
+    ids=["deep-nesting", "5000-digit-int", "stream_options-string", "logit_bias", "bad-utf8"],
+)
+def test_malformed_bodies_are_400_not_500(plain: Server, body: bytes, needle: str) -> None:
+    r = httpx.post(plain.url + "/v1/completions", content=body, timeout=30,
+                   headers={"content-type": "application/json"})  # fmt: skip
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["error"]["message"]
+    assert "Traceback" not in plain.text()
+
+
+def test_health_answers_while_a_large_prompt_is_tokenised(plain: Server) -> None:
+    """3 MB of prompt text (under the body limit, far over the context): it is read and
+    parsed off the event loop and refused without being tokenised; /health keeps answering."""
+    prompt = "lorem ipsum dolor sit amet " * 110_000
+    result: dict[str, Any] = {}
+
+    def send() -> None:
+        body = {"model": NAME, "prompt": prompt, "max_tokens": 4}
+        result["r"] = httpx.post(plain.url + "/v1/completions", json=body, timeout=120)
+
+    t = threading.Thread(target=send)
+    t.start()
+    slowest = 0.0
+    while t.is_alive():
+        t0 = time.monotonic()
+        assert httpx.get(plain.url + "/health", timeout=10).status_code == 200
+        slowest = max(slowest, time.monotonic() - t0)
+        time.sleep(0.05)
+    t.join()
+    assert result["r"].status_code == 400 and "maximum context length" in result["r"].text
+    assert slowest < 1.0, f"/health took {slowest:.2f} s while the prompt was tokenised"
+
+
+def test_an_abandoned_non_streaming_request_is_aborted(plain: Server) -> None:
+    """A client that gives up on a long non-streaming request frees the slot: the next
+    request is served at once instead of queueing behind thousands of tokens."""
+    before = plain.metrics().get('vllm:request_success_total{"finished_reason": "abort"}', 0)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(plain.url + "/v1/completions", timeout=0.5,
+                   json={"model": NAME, "prompt": TEXT, "max_tokens": 7900})  # fmt: skip
+    t0 = time.monotonic()
+    r = httpx.post(plain.url + "/v1/completions", timeout=60,
+                   json={"model": NAME, "prompt": TEXT, "max_tokens": 3})  # fmt: skip
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+    assert time.monotonic() - t0 < 10
+    after = plain.metrics()['vllm:request_success_total{"finished_reason": "abort"}']
+    assert after == before + 1
