@@ -116,6 +116,10 @@ class DrafterAttention(nn.Module):
         qp, kp = q_pos[:, None], k_pos[None, :]
         in_block = kp >= block_start
         allowed = torch.ones(qp.shape[0], kp.shape[1], dtype=torch.bool, device=q_pos.device)
+        return self._limit(allowed, qp, kp, in_block)
+
+    def _limit(self, allowed: Tensor, qp: Tensor, kp: Tensor, in_block: Tensor) -> Tensor:
+        """The layer's causality inside the block and its window, on top of `allowed`."""
         if self.causal:
             allowed = allowed & (~in_block | (kp <= qp))
         if self.window is not None:
@@ -130,13 +134,7 @@ class DrafterAttention(nn.Module):
         qp, kp = q_pos[:, None], k_pos[None, :]
         in_block = (kp >= start) & (kp < start + s)
         allowed = ((kp < start) | in_block).expand(qp.shape[0], -1)  # [S, L]
-        if self.causal:
-            allowed = allowed & (~in_block | (kp <= qp))
-        if self.window is not None:
-            allowed = allowed & (qp - kp < self.window)
-            if not self.causal:
-                allowed = allowed & (kp - qp < self.window)
-        return allowed
+        return self._limit(allowed, qp, kp, in_block)
 
     def forward_cached(
         self,

@@ -162,14 +162,10 @@ def stream_static(
     pending = [steps.prefill(ids)]
     produced = 0
     while True:
-        out = pending[: max_new_tokens - produced]
-        for i, t in enumerate(out):
-            if t in engine.eos_ids:
-                out = out[: i + 1]
-                break
+        out, done = engine.cut(pending, max_new_tokens - produced)
         produced += len(out)
         yield out
-        if produced >= max_new_tokens or (out and out[-1] in engine.eos_ids):
+        if done:
             return
         pending, accepted = steps.step()
         if engine.drafter is not None:

@@ -305,14 +305,10 @@ class Engine:
             self.drafter.write_context(taps, self._positions(0, len(ids)))
         pending = [token]
         while True:
-            out = pending[: max_new_tokens - produced]
-            for i, t in enumerate(out):
-                if t in self.eos_ids:
-                    out = out[: i + 1]
-                    break
+            out, done = self.cut(pending, max_new_tokens - produced)
             produced += len(out)
             yield out
-            if produced >= max_new_tokens or (out and out[-1] in self.eos_ids):
+            if done:
                 return
             anchor = pending[-1]
             if self.drafter is None:
@@ -326,6 +322,15 @@ class Engine:
             )
             pos += accepted + 1
             pending = committed
+
+    def cut(self, pending: list[int], room: int) -> tuple[list[int], bool]:
+        """What of the newly committed `pending` is emitted (up to an eos token, at most
+        `room` tokens), and whether generation ends with it."""
+        out = pending[:room]
+        for i, t in enumerate(out):
+            if t in self.eos_ids:
+                return out[: i + 1], True
+        return out, len(out) >= room
 
     def generate(self, ids: list[int], max_new_tokens: int) -> Generation:
         stats = SpecStats()
