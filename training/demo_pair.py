@@ -56,10 +56,13 @@ from dflashctl.engine.drafter import Drafter, DrafterArgs
 from dflashctl.engine.model import ModelArgs, Transformer
 from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.engine.weights import load_config, load_into, read_state
+from training.batched import BatchGenerator
 
 MASK_ID = 6  # <filename>
 IM_END = 2
 ENDOFTEXT = 0
+MAX_PROMPT = 200  # longest chat prompt answered (tokens)
+GRAPHS = True  # CUDA graphs for generation on a GPU (--no-graphs: eager)
 # Held-out evaluation prompts, written for this project (checked absent from the training
 # prompts): twelve of each kind the SPEC.md fixtures measure.
 EVAL_PROMPTS: dict[str, list[str]] = {
@@ -147,15 +150,15 @@ class Sizes:
     taps: int = 5
     block: int = 16
     gamma: float = 7.0  # SpecForge's loss decay for block 16
-    n_prompts: int = 60000
+    n_prompts: int = 320000  # sampled (before filtering and deduplication)
     mix: str = "code:0.3,docstring:0.1,prose:0.25,translation:0.2,free:0.15"
     user_tokens: int = 96  # longest sampled user turn
-    prompt_batch: int = 2048
-    gen_tokens: int = 256
-    gen_batch: int = 1024
+    prompt_batch: int = 4096
+    gen_tokens: int = 192
+    gen_batch: int = 2048
     max_answers: int = 0  # >0: answer only the first this many prompts of the shuffled order
-    answers_from: int = 0  # start there in the shuffled order (0: after answers.pt)
-    gen_dtype: str = "float32"  # bfloat16 answers ~3x faster on a CPU with AMX
+    gen_minutes: float = 0.0  # >0: start no new answers chunk after this many minutes
+    gen_dtype: str = "bfloat16"
     prompt_dtype: str = "bfloat16"
     anchors: int = 64
     draft_steps: int = 20000  # upper bound; the time budget decides
@@ -163,6 +166,7 @@ class Sizes:
     draft_batch: int = 64
     draft_lr: float = 6e-4
     draft_round: int = 1  # >1: a further cosine round, started from the last round's weights
+    init_from: str = ""  # a drafter's model.safetensors to start round 1 from
     eval_tokens: int = 192
 
     @classmethod
@@ -170,7 +174,7 @@ class Sizes:
         return cls(
             draft_layers=1, draft_intermediate=128, taps=2, block=4, gamma=4.0, n_prompts=24,
             user_tokens=12, prompt_batch=8, gen_tokens=16, gen_batch=8, anchors=4,
-            draft_steps=4, draft_batch=2, eval_tokens=12,
+            gen_dtype="float32", draft_steps=4, draft_batch=2, eval_tokens=12,
         )  # fmt: skip
 
 
@@ -216,68 +220,12 @@ def load_target(work: Path, dev: torch.device, dtype: torch.dtype) -> Transforme
     return model.eval()
 
 
-@torch.no_grad()
-def generate_batch(
-    model: Transformer,
-    prompts: list[list[int]],
-    n_new: int,
-    *,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    gen: torch.Generator | None = None,
-) -> list[list[int]]:
-    """Continue each prompt (left-padded into one batch) by up to `n_new` tokens, stopping a row
-    at <|im_end|> (kept). Greedy at temperature 0, else sampled (top-k if > 0)."""
-    dev = model.embed_tokens.weight.device
-    b, p = len(prompts), max(len(x) for x in prompts)
-    ids = torch.full((b, p), ENDOFTEXT, dtype=torch.long)
-    for i, x in enumerate(prompts):
-        ids[i, p - len(x) :] = torch.tensor(x)
-    ids = ids.to(dev)
-    pad = torch.tensor([p - len(x) for x in prompts], device=dev)  # [B]
-    model.setup_caches(p + n_new, batch=b)
-    cols = torch.arange(p + n_new, device=dev)
-    valid = cols[None, :] >= pad[:, None]  # [B, K]: real tokens (generated ones are real)
-    # prefill: causal over real keys; a pad row sees itself only (no all-masked row, no NaN)
-    causal = cols[:p, None] >= cols[None, :p]
-    diag = torch.eye(p, dtype=torch.bool, device=dev)
-    mask = ((valid[:, None, :p] & causal) | diag)[:, None]  # [B, 1, P, P]
-    rope = (cols[None, :p] - pad[:, None]).clamp(min=0)  # [B, P]
-    logits, _ = model(ids, cols[:p], mask=mask, rope_pos=rope)
-    out, done = [], torch.zeros(b, dtype=torch.bool, device=dev)
-    nxt = _pick(logits[:, -1], temperature, top_k, gen)
-    for t in range(n_new):
-        nxt = torch.where(done, ENDOFTEXT, nxt)
-        out.append(nxt)
-        done |= nxt == IM_END
-        if t == n_new - 1 or bool(done.all()):
-            break
-        c = p + t
-        logits, _ = model(
-            nxt[:, None],
-            cols[c : c + 1],
-            mask=valid[:, None, None, : c + 1],
-            rope_pos=(c - pad)[:, None],
-        )
-        nxt = _pick(logits[:, -1], temperature, top_k, gen)
-    for layer in model.layers:
-        layer.self_attn.kv_cache = None
-    toks = torch.stack(out, 1).tolist()
-    res = []
-    for row in toks:
-        row = row[: row.index(IM_END) + 1] if IM_END in row else row
-        res.append(row)
-    return res
-
-
-def _pick(logits: torch.Tensor, temperature: float, top_k: int, gen) -> torch.Tensor:
-    if temperature <= 0:
-        return logits.argmax(-1)
-    logits = logits.float() / temperature
-    if top_k:
-        kth = logits.topk(top_k, -1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
+def generator(model: Transformer, batch: int, max_prompt: int, max_new: int) -> BatchGenerator:
+    gen = BatchGenerator(
+        model, batch, max_prompt, max_new, stop_id=IM_END, pad_id=ENDOFTEXT, graphs=GRAPHS
+    )
+    log(f"generator: batch {batch}, {max_prompt} prompt + {max_new} new slots")
+    return gen
 
 
 # ---------------------------------------------------------------------------------- prompts
@@ -340,18 +288,22 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     gen = torch.Generator(device=dev).manual_seed(seed)
     jobs = [(k, rng.choice(OPENINGS[k])) for k, n in counts.items() for _ in range(n)]
     rng.shuffle(jobs)
-    t0 = time.time()
+    heads = {o: user_turn_prefix(tok, o) for o in {o for _, o in jobs}}
+    batcher = generator(model, sz.prompt_batch, max(map(len, heads.values())), sz.user_tokens)
+    t0, n_tok = time.time(), 0
     for i in range(0, len(jobs), sz.prompt_batch):
         chunk = jobs[i : i + sz.prompt_batch]
-        heads = [user_turn_prefix(tok, opening) for _, opening in chunk]
-        tails = generate_batch(model, heads, sz.user_tokens, temperature=1.0, top_k=200, gen=gen)
+        tails = batcher.run([heads[o] for _, o in chunk], temperature=1.0, top_k=200, gen=gen)
+        n_tok += sum(map(len, tails))
         for (kind, opening), tail in zip(chunk, tails, strict=True):
             if not tail or tail[-1] != IM_END or len(tail) < 4:
                 continue  # ran past the limit, or said nothing
             text = (opening + tok.decode(tail[:-1])).strip()
             if len(text) >= 12:
                 prompts.append({"kind": kind, "source": "sampled", "prompt": text})
-        log(f"prompts: {len(prompts)} after {i + len(chunk)} sampled ({time.time() - t0:.0f}s)")
+        took = time.time() - t0
+        log(f"prompts: {len(prompts)} after {i + len(chunk)} sampled ({took:.0f}s, "
+            f"{n_tok / took:.0f} tok/s, {batcher.how})")  # fmt: skip
     seen: set[str] = set()
     unique = []
     for p in prompts:
@@ -376,50 +328,58 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
 # ---------------------------------------------------------------------------------- answers
 
 
-ANSWER_CHUNK = 2048  # prompts per answers file: a killed run loses at most one chunk
+ANSWER_CHUNK = 8192  # prompts per answers file: a killed run loses at most one chunk
 
 
 def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
-    """Answers to the prompts in a fixed shuffled order, one file per chunk of ANSWER_CHUNK
-    (`answers-START.pt`), resumable; `answers_from`/`max_answers` pick a slice of that order
-    (`answers.pt`, the first GPU run's file, holds the slice 0..14000)."""
+    """Greedy answers to the prompts in a fixed shuffled order, one file per chunk of
+    ANSWER_CHUNK (`answers-START.pt`), resumable; `max_answers` caps the prompts answered and
+    `gen_minutes` the time spent (a started chunk is finished)."""
     d = target_dir(work)
     tok = ChatTokenizer(d)
     prompts = json.loads((work / "prompts.json").read_text("utf-8"))["prompts"]
     encoded = [tok.apply_chat_template([{"role": "user", "content": p["prompt"]}]) for p in prompts]
-    keep = [i for i, e in enumerate(encoded) if len(e) <= 200]
+    keep = [i for i, e in enumerate(encoded) if len(e) <= MAX_PROMPT]
     random.Random(0).shuffle(keep)
     stop = min(len(keep), sz.max_answers or len(keep))
-    legacy = work / "answers.pt"  # the first GPU run's: the order's first rows
-    first = sz.answers_from or (len(torch.load(legacy)["seqs"]) if legacy.exists() else 0)
-    model = None
-    for start in range(first, stop, ANSWER_CHUNK):
+    batcher, t_start = None, time.time()
+    for start in range(0, stop, ANSWER_CHUNK):
         path = work / f"answers-{start:06d}.pt"
         if path.exists():
             continue
-        model = model or load_target(work, dev, getattr(torch, sz.gen_dtype))
+        if sz.gen_minutes and time.time() - t_start > sz.gen_minutes * 60:
+            log(f"answers: gen_minutes={sz.gen_minutes} spent, stopping before row {start}")
+            break
+        if batcher is None:
+            model = load_target(work, dev, getattr(torch, sz.gen_dtype))
+            batcher = generator(model, sz.gen_batch, MAX_PROMPT, sz.gen_tokens)
         order = sorted(keep[start : min(start + ANSWER_CHUNK, stop)], key=lambda i: len(encoded[i]))
         rows, t0, n_tok = [], time.time(), 0
         for j in range(0, len(order), sz.gen_batch):
             idx = order[j : j + sz.gen_batch]
-            answers = generate_batch(model, [encoded[i] for i in idx], sz.gen_tokens)
+            answers = batcher.run([encoded[i] for i in idx])
             for i, a in zip(idx, answers, strict=True):
-                rows.append((torch.tensor(encoded[i] + a, dtype=torch.int32), len(encoded[i]), i))
+                rows.append((encoded[i] + a, len(encoded[i]), i))
                 n_tok += len(a)
             took = time.time() - t0
-            log(f"answers {start}+{j + len(idx)}: {n_tok} tokens, {n_tok / took:.0f} tok/s")
+            log(f"answers {start}+{j + len(idx)}: {n_tok} tokens, {n_tok / took:.0f} tok/s, "
+                f"{batcher.how}")  # fmt: skip
         save_answers(path, rows, prompts, f"{dev.type} {sz.gen_dtype}")
 
 
 def save_answers(
-    path: Path, rows: list[tuple[torch.Tensor, int, int]], prompts: list, how: str
+    path: Path, rows: list[tuple[list[int], int, int]], prompts: list, how: str
 ) -> None:
-    mask_emitted = sum(int((s[p:] == MASK_ID).sum()) for s, p, _ in rows)
+    """One chunk: every sequence (chat prompt + answer) end to end in `tokens` (uint16: the
+    vocabulary is 49,152), with `lens` and `prompt_lens` per row."""
+    mask_emitted = sum(s[p:].count(MASK_ID) for s, p, _ in rows)
+    flat = [t for s, _, _ in rows for t in s]
     data = {
-        "seqs": [r[0] for r in rows],
-        "prompt_lens": [r[1] for r in rows],
-        "kinds": [prompts[r[2]]["kind"] for r in rows],
-        "prompt_index": [r[2] for r in rows],
+        "tokens": torch.tensor(flat, dtype=torch.int32).to(torch.uint16),
+        "lens": torch.tensor([len(s) for s, _, _ in rows], dtype=torch.int32),
+        "prompt_lens": torch.tensor([p for _, p, _ in rows], dtype=torch.int32),
+        "kinds": [prompts[i]["kind"] for _, _, i in rows],
+        "prompt_index": [i for _, _, i in rows],
         "mask_token_in_answers": mask_emitted,
         "stopped": sum(int(s[-1] == IM_END) for s, _, _ in rows),
         "generated_on": how,
@@ -429,16 +389,18 @@ def save_answers(
     log(f"{path.name}: {len(rows)} rows, mask token emitted {mask_emitted} times")
 
 
-def load_answers(work: Path) -> tuple[list[torch.Tensor], list[int]]:
-    seqs: list[torch.Tensor] = []
-    plens: list[int] = []
-    for path in sorted(work.glob("answers*.pt")):
+def load_answers(work: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every chunk's sequences: (tokens [T] int32 end to end, starts [N], lens [N]) and the
+    prompt lengths [N] as a third tensor."""
+    toks, lens, plens = [], [], []
+    for path in sorted(work.glob("answers-*.pt")):
         data = torch.load(path)
-        seqs += data["seqs"]
-        plens += data["prompt_lens"]
-    n_tok = sum(s.numel() - p for s, p in zip(seqs, plens, strict=True))
-    log(f"answers: {len(seqs)} rows, {n_tok} tokens")
-    return seqs, plens
+        toks.append(data["tokens"].to(torch.int32))
+        lens.append(data["lens"])
+        plens.append(data["prompt_lens"])
+    tokens, ln, pl = torch.cat(toks), torch.cat(lens).long(), torch.cat(plens).long()
+    log(f"answers: {len(ln)} rows, {int((ln - pl).sum())} answer tokens")
+    return tokens, ln, pl
 
 
 # ---------------------------------------------------------------------------------- drafter
@@ -501,7 +463,9 @@ def drafter_forward_train(
     [N, A, B-1] (-100 past a row's end).
 
     Block a = [seq[anchor], mask x (B-1)] at positions anchor..anchor+B-1 sees context positions
-    < anchor (the target's taps, projected by fc) and its own block, never another block.
+    < anchor (the target's taps, projected by fc) and its own block, never another block. Each
+    block attends as its own batch row over [its sequence's context ; its block]: N*A rows of
+    S + B keys instead of N rows of S + A*B keys that are mostly masked.
     """
     n, s = seq.shape
     a_n = anchors.shape[1]
@@ -511,34 +475,38 @@ def drafter_forward_train(
         _, feats = target(seq, taps=tuple(drafter.args.captured_layers))
     ctx = drafter.project_context(feats)  # [N, S, H]
     offs = torch.arange(b, device=dev)
-    q_pos = (anchors[:, :, None] + offs).reshape(n, a_n * b)  # [N, A*B]
+    q_pos = anchors[:, :, None] + offs  # [N, A, B]
     block_ids = torch.full((n, a_n, b), MASK_ID, device=dev, dtype=torch.long)
     block_ids[:, :, 0] = torch.gather(seq, 1, anchors)
-    lab_pos = anchors[:, :, None] + offs[1:]  # [N, A, B-1]
+    lab_pos = q_pos[:, :, 1:]  # [N, A, B-1]
     labels = torch.gather(seq, 1, lab_pos.clamp(max=s - 1).reshape(n, -1)).view(n, a_n, b - 1)
     labels = labels.masked_fill(lab_pos >= lens[:, None, None], -100)
-    x = target.embed_tokens(block_ids.view(n, a_n * b))  # [N, A*B, H]
+    x = target.embed_tokens(block_ids.view(n * a_n, b))  # [N*A, B, H]
     ctx_pos = torch.arange(s, device=dev)
-    block_of = torch.arange(a_n, device=dev).repeat_interleave(b)  # [A*B]
-    anchor_q = anchors.repeat_interleave(b, dim=1)  # [N, A*B]
-    see_ctx = ctx_pos[None, None, :] < anchor_q[:, :, None]  # [N, A*B, S]
-    same_block = (block_of[:, None] == block_of[None, :])[None].expand(n, -1, -1)
-    mask = torch.cat([see_ctx, same_block], dim=-1)[:, None]  # [N, 1, A*B, S + A*B]
-    cos_c, sin_c = drafter.rope_cos[ctx_pos], drafter.rope_sin[ctx_pos]
-    cos_q, sin_q = drafter.rope_cos[q_pos][:, None], drafter.rope_sin[q_pos][:, None]
+    see_ctx = ctx_pos[None, None, :] < anchors[:, :, None]  # [N, A, S]
+    own = torch.ones(n, a_n, b, dtype=torch.bool, device=dev)
+    mask = torch.cat([see_ctx, own], -1).view(n * a_n, 1, 1, s + b)  # same for a block's rows
+    cos_c, sin_c = drafter.rope_cos[ctx_pos], drafter.rope_sin[ctx_pos]  # [S, D]
+    flat_pos = q_pos.view(n * a_n, b)
+    cos_q, sin_q = drafter.rope_cos[flat_pos][:, None], drafter.rope_sin[flat_pos][:, None]
     for layer in drafter.layers:
         attn = layer.self_attn
+        nh, nkv, hd = attn.n_head, attn.n_kv, attn.head_dim
         ck, cv = attn.context_kv(ctx, cos_c, sin_c)  # [N, nkv, S, D]
-        h = layer.input_layernorm(x)
-        q = attn.q_norm(attn.q_proj(h).view(n, -1, attn.n_head, attn.head_dim)).transpose(1, 2)
-        k = attn.k_norm(attn.k_proj(h).view(n, -1, attn.n_kv, attn.head_dim)).transpose(1, 2)
-        v = attn.v_proj(h).view(n, -1, attn.n_kv, attn.head_dim).transpose(1, 2)
-        q, k = rope_rows(q, cos_q, sin_q), rope_rows(k, cos_q, sin_q)
+        h = layer.input_layernorm(x)  # [N*A, B, H]
+        q = attn.q_norm(attn.q_proj(h).view(n * a_n, b, nh, hd)).transpose(1, 2)
+        k = attn.k_norm(attn.k_proj(h).view(n * a_n, b, nkv, hd)).transpose(1, 2)
+        v = attn.v_proj(h).view(n * a_n, b, nkv, hd).transpose(1, 2)
+        q, k = rope_rows(q, cos_q, sin_q), rope_rows(k, cos_q, sin_q)  # [N*A, h, B, D]
+        per_block = (n, a_n, nkv, s, hd)
+        keys = torch.cat([ck[:, None].expand(per_block).reshape(n * a_n, nkv, s, hd), k], 2)
+        vals = torch.cat([cv[:, None].expand(per_block).reshape(n * a_n, nkv, s, hd), v], 2)
+        group = nh // nkv  # query heads that share a kv head become extra query rows of it
         y = F.scaled_dot_product_attention(
-            q, torch.cat([ck, k], 2), torch.cat([cv, v], 2), attn_mask=mask,
-            enable_gqa=attn.n_head != attn.n_kv,
-        )  # fmt: skip
-        x = x + attn.o_proj(y.transpose(1, 2).reshape(n, a_n * b, -1))
+            q.reshape(n * a_n, nkv, group * b, hd), keys, vals, attn_mask=mask
+        )  # [N*A, nkv, group*B, D]
+        y = y.view(n * a_n, nh, b, hd).transpose(1, 2).reshape(n * a_n, b, nh * hd)
+        x = x + attn.o_proj(y)
         x = x + layer.mlp(layer.post_attention_layernorm(x))
     x = drafter.norm(x).view(n, a_n, b, -1)[:, :, 1:]
     return target.lm_head(x), labels
@@ -569,15 +537,21 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     if sz.draft_round > 1:
         drafter.load_state_dict(torch.load(round_file(work, sz.draft_round - 1))["model"])
         log(f"round {sz.draft_round}: from {round_file(work, sz.draft_round - 1).name}")
+    elif sz.init_from:
+        from safetensors.torch import load_file
+
+        missing, unexpected = drafter.load_state_dict(load_file(sz.init_from), strict=False)
+        assert not unexpected and all(k.startswith("rope_") for k in missing), (missing, unexpected)
+        log(f"round 1: from {sz.init_from}")
     params = list(drafter.parameters())
     opt = torch.optim.AdamW(params, lr=sz.draft_lr, betas=(0.9, 0.95), weight_decay=0.01)
-    rows, plen_list = load_answers(work)
-    plens = torch.tensor(plen_list)
-    lens = torch.tensor([r.numel() for r in rows])
+    tokens, lens, plens = load_answers(work)
+    starts = torch.cumsum(lens, 0) - lens
     width = int(lens.max())
-    table = torch.full((len(rows), width), ENDOFTEXT, dtype=torch.long)
-    for i, r in enumerate(rows):
-        table[i, : r.numel()] = r.long()
+    cols = torch.arange(width)
+    flat = (starts[:, None] + cols).clamp(max=len(tokens) - 1)
+    table = torch.where(cols < lens[:, None], tokens[flat], ENDOFTEXT)  # [N, width] int32
+    rows = range(len(lens))
     # hold out 1 % of the answers to watch for over-fitting
     n_val = max(2, len(rows) // 100)
     perm = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
@@ -601,7 +575,7 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         hi = lens[pick] - 2  # the last anchor with a label
         u = torch.rand(len(pick), sz.anchors, generator=gen)
         anchors = lo[:, None] + (u * (hi - lo + 1).clamp(min=1)[:, None]).long()
-        return table[pick, :w].to(dev), lens[pick].to(dev), anchors.to(dev)
+        return table[pick, :w].to(dev).long(), lens[pick].to(dev), anchors.to(dev)
 
     def step_loss(seq, ln, anchors):
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
@@ -671,7 +645,8 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
             partial = {"model": drafter.state_dict(), "steps": step, "total": total}
             torch.save(partial, final.with_suffix(".partial.pt"))
             return
-    log(f"drafter trained for {step} steps of {total}")
+    per_step = (time.time() - t_mark) / max(step - start - 10, 1) if t_mark else 0.0
+    log(f"drafter trained for {step} steps of {total} ({per_step * 1000:.0f} ms/step)")
     torch.save({"model": drafter.state_dict(), "steps": step, "total": total}, final)
 
 
@@ -899,10 +874,12 @@ def main() -> None:
     ap.add_argument("--deadline-minutes", type=float, default=0.0, help="whole-run time budget")
     ap.add_argument("--set", action="append", default=[], help="override a size: name=value")
     ap.add_argument("--target-dir", type=Path, help="use this converted target directory")
+    ap.add_argument("--no-graphs", action="store_true", help="generate without CUDA graphs")
     args = ap.parse_args()
-    global DEADLINE_MIN, TARGET_DIR
+    global DEADLINE_MIN, TARGET_DIR, GRAPHS
     DEADLINE_MIN = args.deadline_minutes
     TARGET_DIR = args.target_dir
+    GRAPHS = not args.no_graphs
     sz = Sizes.tiny() if args.preset == "tiny" else Sizes()
     for kv in args.set:
         k, v = kv.split("=", 1)

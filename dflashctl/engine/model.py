@@ -351,6 +351,7 @@ class Transformer(nn.Module):
         taps: tuple[int, ...] = (),
         mask: Tensor | None = None,
         rope_pos: Tensor | None = None,
+        last_only: bool = False,
     ) -> tuple[Tensor, list[Tensor]]:
         """ids: [B, S]; input_pos: [S] positions = cache slots (None = training, no cache,
         causal).
@@ -358,8 +359,9 @@ class Transformer(nn.Module):
         With a cache, `mask` [S, K] (or [B, 1, S, K]) says which of the first K cache slots each
         query sees; by default plain causal over positions. `rope_pos` [B, S] gives each row its
         own RoPE positions (left-padded batches; the cache slots stay `input_pos`). Returns logits
-        [B, S, V] and one [B, S, H] tensor per capture index in `taps` (vLLM order: the residual
-        entering layer i).
+        [B, S, V] ([B, 1, V] for the last position only if `last_only`: a prefill's lm_head) and
+        one [B, S, H] tensor per capture index in `taps` (vLLM order: the residual entering
+        layer i).
         """
         x = self.embed_tokens(ids)
         if input_pos is None:
@@ -381,5 +383,5 @@ class Transformer(nn.Module):
         n = len(self.layers)
         if n in taps:
             captured[n] = x
-        logits = self.lm_head(self.norm(x))
+        logits = self.lm_head(self.norm(x[:, -1:] if last_only else x))
         return logits, [captured[i] for i in taps if i in captured]
