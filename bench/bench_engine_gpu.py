@@ -332,20 +332,37 @@ def main() -> None:
         engine = build(p, dev, dtype, Path(tmp))
         out["floor_ms"] = floors(engine, p, bw, torch.empty(0, dtype=dtype).element_size())
         rounds: dict[str, list[float]] = {}
+        errors: dict[str, str] = {}
+        parts = [("ours", lambda e=engine: ours(e, p, dev, args.reps))]
+        if dev.type == "cuda":  # transformers last: a device-side assert ends the CUDA context
+            parts += [
+                ("zlab", lambda: zlab(p, dev, dtype, args.reps)),
+                ("transformers", lambda: transformers_static(p, dev, dtype, args.reps)),
+            ]
         for r in range(args.rounds):
             log(f"round {r + 1}/{args.rounds}")
-            parts = [lambda e=engine: ours(e, p, dev, args.reps)]
-            if dev.type == "cuda":
-                parts += [lambda: transformers_static(p, dev, dtype, args.reps),
-                          lambda: zlab(p, dev, dtype, args.reps)]  # fmt: skip
-            for fn in parts:
-                for key, ms in fn().items():
+            for name, fn in parts:
+                if name in errors:
+                    continue
+                try:
+                    got = fn()
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize()  # an asynchronous error is this part's
+                except Exception as e:  # recorded; the others still run
+                    errors[name] = f"{type(e).__name__}: {e}"[:400]
+                    log(f"{name} failed: {errors[name]}")
+                    continue
+                for key, ms in got.items():
                     rounds.setdefault(key, []).append(ms)
         out["ms"] = {k: statistics.median(v) for k, v in rounds.items()}
         out["ms_spread"] = {k: [min(v), max(v)] for k, v in rounds.items()}
-        out |= end_to_end(engine, p, dev)
+        try:
+            out |= end_to_end(engine, p, dev)
+        except Exception as e:  # recorded
+            errors["end_to_end"] = f"{type(e).__name__}: {e}"[:400]
         if args.check_demo:
             out["demo_check"] = check_demo(args.check_demo, dev)
+        out["errors"] = errors
     ms, fl = out["ms"], out["floor_ms"]
     out["x_floor"] = {
         name: ms[key] / fl[kind]
@@ -358,7 +375,8 @@ def main() -> None:
         if key in ms
     }  # fmt: skip
     parts_sum = ms.get("graph_drafter", 0) + ms.get("graph_verify", 0)
-    out["e2e_over_parts"] = out["e2e_ms_per_step"] / parts_sum if parts_sum else None
+    e2e = out.get("e2e_ms_per_step")
+    out["e2e_over_parts"] = e2e / parts_sum if parts_sum and e2e else None
     print(json.dumps(out, indent=1))
 
 

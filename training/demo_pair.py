@@ -505,7 +505,7 @@ def drafter_forward_train(
         y = F.scaled_dot_product_attention(
             q.reshape(n * a_n, nkv, group * b, hd), keys, vals, attn_mask=mask
         )  # [N*A, nkv, group*B, D]
-        y = y.view(n * a_n, nh, b, hd).transpose(1, 2).reshape(n * a_n, b, nh * hd)
+        y = y.reshape(n * a_n, nh, b, hd).transpose(1, 2).reshape(n * a_n, b, nh * hd)
         x = x + attn.o_proj(y)
         x = x + layer.mlp(layer.post_attention_layernorm(x))
     x = drafter.norm(x).view(n, a_n, b, -1)[:, :, 1:]

@@ -162,7 +162,7 @@ class DrafterAttention(nn.Module):
         y = F.scaled_dot_product_attention(
             q, cache_k[:, :, :n], cache_v[:, :, :n], attn_mask=mask.repeat(group, 1)
         )
-        y = y.view(bsz, self.n_head, s, self.head_dim)
+        y = y.reshape(bsz, self.n_head, s, self.head_dim)  # a copy where the kernel wrote BSHD
         return self.o_proj(y.transpose(1, 2).reshape(bsz, s, -1))
 
     def forward(

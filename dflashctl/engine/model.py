@@ -248,7 +248,7 @@ class Attention(nn.Module):
             q = q.reshape(bsz, self.n_kv, group * seqlen, self.head_dim)
             mask = mask.repeat(group, 1) if mask.dim() == 2 else mask.repeat(1, 1, group, 1)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            y = y.view(bsz, self.n_head, seqlen, self.head_dim)
+            y = y.reshape(bsz, self.n_head, seqlen, self.head_dim)  # a copy where SDPA wrote BSHD
         else:
             y = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=group > 1
