@@ -40,6 +40,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import sysconfig
 import time
@@ -263,6 +264,11 @@ def docstring_tasks(limit: int, seed: int) -> list[str]:
     return out[:limit]
 
 
+def plain_words(text: str) -> str:
+    """Lower-case words (letters, digits, CJK) separated by single spaces."""
+    return " ".join(re.findall(r"[a-z0-9\u4e00-\u9fff]+", text.lower()))
+
+
 def user_turn_prefix(tok: ChatTokenizer, opening: str) -> list[int]:
     """The chat template up to and including `opening` inside the user turn."""
     sentinel = "\x00"
@@ -310,9 +316,11 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         if p["prompt"] not in seen:
             seen.add(p["prompt"])
             unique.append(p)
-    held_out = [q for qs in EVAL_PROMPTS.values() for q in qs]
-    leaked = [q for q in held_out if any(q in p["prompt"] for p in unique)]
-    unique = [p for p in unique if not any(q in p["prompt"] for q in held_out)]
+    # a held-out prompt inside a training prompt, ignoring case and punctuation, is a leak
+    # ("Write a Python function that removes duplicates from a list while preserving order")
+    held_out = [plain_words(q) for qs in EVAL_PROMPTS.values() for q in qs]
+    leaked = sorted({q for p in unique for q in held_out if q in plain_words(p["prompt"])})
+    unique = [p for p in unique if not any(q in plain_words(p["prompt"]) for q in held_out)]
     report = {
         "prompts": len(unique),
         "by_kind": {k: sum(p["kind"] == k for p in unique) for k in (*OPENINGS, "code")},
