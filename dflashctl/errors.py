@@ -30,10 +30,6 @@ class RegistryError(DflashError):
     """The drafter registry or a playbook is malformed, or a name is unknown."""
 
 
-class NotBuiltError(DflashError):
-    """A command that is designed but not built yet."""
-
-
 class FetchError(DflashError):
     """A Hub download failed (gated, missing repo or revision, network, hash mismatch)."""
 

@@ -64,7 +64,7 @@ SERVE_KEYS: dict[str, str] = {
 HOST_KEYS: dict[str, str] = {"host": "str", "name": "name", **SERVE_KEYS}
 TOP_KEYS: dict[str, str] = {"name": "name", "description": "str", "hosts": "hosts"}
 # section name -> schema of its keys; `run` adds fetch/smoke/metrics sections here
-# the steps `dflashctl run` adds around serve (see pipeline.py)
+# the steps `dflashctl run` adds around serve (see commands/run/run.py)
 RUN_SECTIONS: dict[str, dict[str, str]] = {
     "fetch": {"drafter": "str", "revision": "str", "dir": "str"},
     "verify": {"registry": "str", "engine": "enum:local|vllm|sglang"},
@@ -379,10 +379,20 @@ def find_playbook(arg: str) -> Path | None:
     if p.is_file():
         return p
     if NAME_RE.fullmatch(arg):
-        from dflashctl.registry import playbooks_dir
+        from dflashctl.drafter.registry import playbooks_dir
 
         for suffix in (".yaml", ".yml"):
             candidate = playbooks_dir() / f"{arg}{suffix}"
             if candidate.is_file():
                 return candidate
     return None
+
+
+def deployment_name(book: Playbook, entry: HostEntry) -> str:
+    """`NAME` for a one-host playbook, `NAME-HOST` for each host of a larger one."""
+    if entry.name:
+        return entry.name
+    if len(book.hosts) == 1:
+        return book.name
+    label = (entry.host or "local").split("@")[-1]
+    return f"{book.name}-{re.sub(r'[^A-Za-z0-9._-]+', '-', label).strip('-.')}"[:64]

@@ -28,7 +28,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dflashctl.stale import write_stale_copy
+from dflashctl.drafter.stale import write_stale_copy
 from tests.demo_pairs import TOY_DRAFTER, TOY_TARGET
 from tests.vllm_harness import VllmServer
 
@@ -62,7 +62,7 @@ def capture(name: str, drafter: Path, tmp: Path) -> dict:
     """One run, recorded as `dflashctl smoke URL` sees it: /v1/models, /metrics before, one
     streamed chat completion per smoke prompt (raw SSE bytes), /metrics after."""
     from dflashctl.fixtures import load_prompts
-    from dflashctl.smoke.client import chat_body
+    from dflashctl.server.client import chat_body
 
     log = tmp / f"{name}.log"
     server = VllmServer(TOY_TARGET, drafter, log, dtype="bfloat16", knorm_fix=False)

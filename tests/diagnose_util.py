@@ -28,11 +28,11 @@ def write_accepting_pair(root: Path) -> tuple[Path, Path]:
 @contextmanager
 def served(target: Path, drafter: Path | None, name: str) -> Iterator[tuple[str, str]]:
     """The bundled engine, launched as `dflashctl serve` does; (url, log); stopped by pid."""
-    from dflashctl.demo import free_port
+    from dflashctl.commands.demo.run import free_port
     from dflashctl.hosts import open_host
-    from dflashctl.serve import state
-    from dflashctl.serve.control import stop_deployment
-    from dflashctl.serve.launch import ServeOptions, launch, plan
+    from dflashctl.server import deployments as state
+    from dflashctl.server.control import stop_deployment
+    from dflashctl.server.launch import ServeOptions, launch, plan
 
     opts = ServeOptions(
         engine="local",

@@ -35,6 +35,6 @@ def run_json(
 def stop_all() -> Iterator[None]:
     """Stop every deployment a test left behind (by recorded pid, like `dflashctl stop --all`)."""
     yield
-    from dflashctl.serve.control import stop
+    from dflashctl.server.control import stop
 
     stop([], all_=True, grace=2.0)

@@ -12,7 +12,7 @@ import math
 import struct
 from pathlib import Path
 
-from dflashctl.safetensors_header import DTYPE_BITS
+from dflashctl.drafter.header import DTYPE_BITS
 
 TensorSpec = dict[str, tuple[str, list[int]]]
 

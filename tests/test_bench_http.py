@@ -11,8 +11,8 @@ import pytest
 from metrics_util import run_main
 from smoke_servers import HEALTHY, Behaviour, serve_many
 
-from dflashctl.bench.run import BenchOptions, geomean, median, percentile
-from dflashctl.bench.targets import parse_concurrency
+from dflashctl.commands.bench.session import BenchOptions, geomean, median, percentile
+from dflashctl.commands.bench.targets import parse_concurrency
 
 FAST = ["--timeout", "10", "--max-tokens", "64", "--warmup-tokens", "4"]
 
@@ -169,7 +169,7 @@ class TestBadInput:
         assert code == 2 and "Missing argument" in err and "Traceback" not in err
 
     def test_unknown_target_names_the_running_deployments(self, monkeypatch, capsys):
-        from dflashctl.serve import state
+        from dflashctl.server import deployments as state
 
         dep = state.Deployment(
             name="dflash", engine="local", host=None, url="http://127.0.0.1:9", pid=1,

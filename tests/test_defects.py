@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from drafter_files import drafter_config, write_checkpoint, write_drafter
 
-from dflashctl import defects
-from dflashctl.defects import (
+from dflashctl.defects import catalogue as defects
+from dflashctl.defects.catalogue import (
     Facts,
     likely_causes,
     load_catalogue,
@@ -430,7 +430,7 @@ def test_known_defects_doc_is_current(tmp_path: Path):
     doc = Path(__file__).resolve().parent.parent / "docs" / "known-defects.md"
     copy = tmp_path / "known-defects.md"
     copy.write_text(doc.read_text(encoding="utf-8"), encoding="utf-8")
-    assert not defects.update_doc(copy), "stale: run `python -m dflashctl.defects`"
+    assert not defects.update_doc(copy), "stale: run `python -m dflashctl.defects.catalogue`"
     text = copy.read_text(encoding="utf-8")
     for d in load_catalogue().defects:
         assert f"### `{d.id}`" in text

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dflashctl import demo_target
-from dflashctl.registry import FileSpec, get_entry
+from dflashctl.drafter.registry import FileSpec, get_entry
 from tests.serve_util import run_main
 
 pytest.importorskip("transformers")

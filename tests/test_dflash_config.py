@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dflashctl.dflash_config import V1_UNSUPPORTED, resolve, transformers_view
+from dflashctl.drafter.config import V1_UNSUPPORTED, resolve, transformers_view
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PY = Path(os.environ.get("DFLASHCTL_VLLM_VENV", REPO / ".venv-vllm")) / "bin" / "python"

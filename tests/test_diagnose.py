@@ -115,7 +115,7 @@ def test_random_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, pair
 
 
 def test_stale_mask_is_a_config_problem(monkeypatch, capsys, pair, tmp_path):
-    from dflashctl.stale import write_stale_copy
+    from dflashctl.drafter.stale import write_stale_copy
 
     target, drafter = pair
     stale = tmp_path / "stale"
@@ -153,7 +153,7 @@ def test_demo_pair_is_healthy_against_its_registry_floor(monkeypatch, capsys):
     """The shipped demo pair (SmolLM2-135M-Instruct + its drafter): real accepted drafts, per
     position identical on both engines, the floor from the registry entry verify-config
     identifies."""
-    from dflashctl.registry import get_entry
+    from dflashctl.drafter.registry import get_entry
     from tests.demo_pairs import demo_pair
 
     target, drafter = demo_pair()
@@ -169,7 +169,7 @@ def test_demo_pair_is_healthy_against_its_registry_floor(monkeypatch, capsys):
 
 
 def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, pair, tmp_path):
-    from dflashctl.demo import free_port
+    from dflashctl.commands.demo.run import free_port
 
     target, drafter = pair
     url = f"http://127.0.0.1:{free_port()}"

@@ -1,6 +1,6 @@
 """`dflashctl diagnose --host`: the reference engine is launched on the host that has the
 checkpoints (serve's launch over SSH, on the host's paths), bound to 127.0.0.1 there, reached
-through an SSH forward (dflashctl/tunnel.py), and stopped by pid afterwards.
+through an SSH forward (dflashctl/hosts/tunnel.py), and stopped by pid afterwards.
 
 The "host" is this machine through a real OpenSSH sshd on 127.0.0.1 (tests/sshd_fixture.py);
 production is the real bundled engine serving the always-accepting tiny pair locally.
@@ -18,7 +18,7 @@ from diagnose_util import MAX_TOKENS, served, write_accepting_pair
 from metrics_util import run_main
 from sshd_fixture import Sshd, sshd_server
 
-from dflashctl.serve import state
+from dflashctl.server import deployments as state
 
 pytestmark = pytest.mark.ssh
 

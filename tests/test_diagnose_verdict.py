@@ -14,19 +14,7 @@ from pathlib import Path
 import pytest
 from drafter_files import write_drafter
 
-from dflashctl.defects import Facts, match
-from dflashctl.dflash_config import resolve
-from dflashctl.diagnose import (
-    NO_DRAFTS,
-    NOT_CONFIGURED,
-    Figures,
-    Floor,
-    diverging_token,
-    first_divergence,
-    judge,
-    load_prompt_file,
-)
-from dflashctl.diagnose_facts import (
+from dflashctl.commands.diagnose.facts import (
     NOTE,
     PROBLEM,
     WARNING,
@@ -39,6 +27,18 @@ from dflashctl.diagnose_facts import (
     read_log_facts,
     tokenizer_mask_finding,
 )
+from dflashctl.commands.diagnose.run import (
+    NO_DRAFTS,
+    NOT_CONFIGURED,
+    Figures,
+    Floor,
+    diverging_token,
+    first_divergence,
+    judge,
+    load_prompt_file,
+)
+from dflashctl.defects.catalogue import Facts, match
+from dflashctl.drafter.config import resolve
 from dflashctl.errors import DflashError, InputError
 
 DATA = Path(__file__).parent / "data" / "metrics"
@@ -295,7 +295,7 @@ def test_k_norm_defect_named_on_an_engine_verdict_and_mitigated_by_the_plugin(tm
     ]
     assert u.severity == NOTE and "matches the reference here" in u.message
     # no log: vLLM's /version says 0.32.0 on every build, so the entry is only possible
-    from dflashctl.diagnose import match_defects
+    from dflashctl.commands.diagnose.run import match_defects
 
     ms = match_defects(Facts(engine="vllm", version="0.32.0", drafter_dir=d, num_target_layers=4))
     (p,) = [x for x in ms if x.defect.id == "vllm-cpu-context-k-norm"]

@@ -86,7 +86,7 @@ def vllm(scratch: Path, drafter: Path, tag: str, *, knorm_fix: bool) -> Iterator
 
 
 def diagnose(mp, capsys, server: VllmServer, drafter: Path, scratch: Path) -> tuple[int, dict]:
-    from dflashctl.registry import PLAYBOOKS_ENV
+    from dflashctl.drafter.registry import PLAYBOOKS_ENV
 
     books = scratch / "playbooks"
     mp.setenv(PLAYBOOKS_ENV, str(books if books.is_dir() else toy_registry(books)))
@@ -156,7 +156,7 @@ def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys
 def test_patched_vllm_is_healthy_and_a_file_it_did_not_load_is_config(
     monkeypatch, capsys, scratch, scaled
 ):
-    from dflashctl.stale import write_stale_copy
+    from dflashctl.drafter.stale import write_stale_copy
 
     drafter = scaled
     ids_copy = scratch / "drafter-ids"
@@ -182,7 +182,7 @@ def test_patched_vllm_is_healthy_and_a_file_it_did_not_load_is_config(
 
 
 def test_stale_mask_served_is_config(monkeypatch, capsys, scratch):
-    from dflashctl.stale import write_stale_copy
+    from dflashctl.drafter.stale import write_stale_copy
 
     stale = scratch / "drafter-mask"
     write_stale_copy(TOY_DRAFTER, stale, ("mask",))

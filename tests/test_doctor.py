@@ -22,7 +22,7 @@ import pytest
 from drafter_files import drafter_config, write_drafter
 
 from dflashctl.cli import app, main
-from dflashctl.doctor import (
+from dflashctl.commands.doctor.run import (
     Check,
     DoctorOptions,
     DoctorReport,

@@ -1,5 +1,5 @@
 """`dflashctl doctor --host H`: the same checks over SSH, through the SSH layer's command runner
-(`dflashctl.remote.run`), against a real OpenSSH sshd on 127.0.0.1 (it shares this machine's
+(`dflashctl.hosts.ssh.run`), against a real OpenSSH sshd on 127.0.0.1 (it shares this machine's
 files, so the vLLM CPU venv and the drafter written by the test are "on the host")."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from drafter_files import write_drafter
 from sshd_fixture import Sshd, sshd_server
 
-from dflashctl.doctor import DoctorOptions, run_doctor
+from dflashctl.commands.doctor.run import DoctorOptions, run_doctor
 
 pytestmark = pytest.mark.ssh
 
@@ -28,7 +28,7 @@ VLLM_PY = Path(__file__).resolve().parent.parent / ".venv-vllm" / "bin" / "pytho
 def _ssh_config(sshd, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
     yield
-    from dflashctl import remote
+    from dflashctl.hosts import ssh as remote
 
     remote.close_all()
 

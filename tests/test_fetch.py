@@ -24,8 +24,8 @@ from safetensors.numpy import save
 from st_files import dflash_tensors
 
 from dflashctl.cli import main
+from dflashctl.commands.fetch.run import LOCK_NAME, STAGING_NAME, push_to_host
 from dflashctl.errors import RemoteError
-from dflashctl.fetch import LOCK_NAME, STAGING_NAME, push_to_host
 
 REPO = "test-org/tiny-dflash"  # in the test registry as tiny-dflash, pinned at commit c1
 OTHER = "test-org/other-dflash"  # not in the registry
@@ -610,16 +610,6 @@ class TestVerdict:
 
 
 class TestHost:
-    def test_without_the_ssh_layer_host_is_not_built(self, hub, monkeypatch, capsys, tmp_path):
-        monkeypatch.setitem(sys.modules, "dflashctl.remote", None)  # its import fails
-        err = one_line_error(
-            *fetch(
-                monkeypatch, capsys, "tiny-dflash", "--host", "gpu1", "--dir", str(tmp_path / "d")
-            )
-        )
-        assert "`fetch --host` is not built yet" in err and "dflashctl/remote.py" in err
-        assert hub.server.requests == [] and not (tmp_path / "d").exists()
-
     def test_remote_dir_needs_host(self, hub, monkeypatch, capsys):
         err = one_line_error(*fetch(monkeypatch, capsys, "tiny-dflash", "--remote-dir", "/x"))
         assert "--remote-dir needs --host" in err

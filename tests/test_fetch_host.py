@@ -1,7 +1,7 @@
 """dflashctl fetch --host: the copy lands on the serving host, proven by hashing it there.
 
 A real OpenSSH sshd on 127.0.0.1 (tests/sshd_fixture.py, alias `testhost`), reached through the
-SSH layer (dflashctl/remote.py: paramiko, known_hosts checked), and the local Hub server of
+SSH layer (dflashctl/hosts/ssh.py: paramiko, known_hosts checked), and the local Hub server of
 test_fetch.py. The "host" shares this machine's filesystem, so the test can also read what
 arrived. Skipped while the SSH layer or the sshd fixture is not in the tree.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 sshd_fixture = pytest.importorskip("sshd_fixture")
-remote = pytest.importorskip("dflashctl.remote")
+remote = pytest.importorskip("dflashctl.hosts.ssh")
 if not (callable(getattr(remote, "upload", None)) and callable(getattr(remote, "run", None))):
-    pytest.skip("dflashctl/remote.py has no upload/run yet", allow_module_level=True)
+    pytest.skip("dflashctl/hosts/ssh.py has no upload/run yet", allow_module_level=True)
 
 from sshd_fixture import sshd_server  # noqa: E402
 from test_fetch import LOCK_NAME, fetch, hub, listing, one_line_error  # noqa: E402, F401

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dflashctl.errors import DflashError, UsageError
+from dflashctl.errors import DflashError
 from dflashctl.metrics.alarms import Thresholds, evaluate
-from dflashctl.metrics.analyze import MetricsOptions, expected_range, thresholds_for
+from dflashctl.metrics.analyze import MetricsOptions, expected_range
 from dflashctl.metrics.window import Marker, MetricsReport, MetricsState, SpecWindow
 
 T0 = datetime(2026, 11, 20, 10, 0, 0)
@@ -260,20 +260,13 @@ class TestNoWindows:
 
 class TestRegistry:
     def test_real_registry_entry(self):
-        pytest.importorskip("dflashctl.registry")
         lo, hi = expected_range("qwen3-8b-dflash-b16")
         assert lo is not None and hi is not None and 1 <= lo <= hi
 
     def test_unknown_drafter_is_a_clear_error(self):
-        pytest.importorskip("dflashctl.registry")
         with pytest.raises(DflashError) as e:
             expected_range("no-such-drafter")
         assert e.value.exit_code == 2
-
-    def test_registry_not_built(self, monkeypatch):
-        monkeypatch.setitem(sys.modules, "dflashctl.registry", None)
-        with pytest.raises(UsageError, match="registry"):
-            thresholds_for("x.log", MetricsOptions(drafter="anything"))
 
     @pytest.mark.parametrize(
         "exp, want",
@@ -285,15 +278,10 @@ class TestRegistry:
         ],
     )
     def test_entry_shapes(self, monkeypatch, exp, want):
-        fake = types.ModuleType("dflashctl.registry")
+        fake = types.ModuleType("dflashctl.drafter.registry")
         fake.get_entry = lambda name: types.SimpleNamespace(expected_acceptance=exp)  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "dflashctl.registry", fake)
+        monkeypatch.setitem(sys.modules, "dflashctl.drafter.registry", fake)
         assert expected_range("x") == want
-
-    def test_registry_without_get_entry(self, monkeypatch):
-        monkeypatch.setitem(sys.modules, "dflashctl.registry", types.ModuleType("r"))
-        with pytest.raises(UsageError, match="get_entry"):
-            expected_range("x")
 
 
 # ---- known engine defects from the catalogue ----------------------------------------------

@@ -112,7 +112,6 @@ class TestJson:
         assert d["mean_acceptance_length"] is None
 
     def test_registry_drafter(self, runner):
-        pytest.importorskip("dflashctl.registry")
         args = ["metrics", str(DATA / "vllm_034_healthy.log"), "--json"]
         result = runner.invoke(app, [*args, "--drafter", "qwen3-8b-dflash-b16"])
         d = json.loads(result.stdout)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dflashctl import registry
+from dflashctl.drafter import registry
 from dflashctl.errors import RegistryError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,7 +155,7 @@ class TestLookup:
         )
         shutil.copytree(REPO / "playbooks", site / "dflashctl" / "_playbooks")
         code = (
-            "from dflashctl import registry as r; "
+            "from dflashctl.drafter import registry as r; "
             "print(r.playbooks_dir()); print(r.get_entry('qwen3.6-27b-dflash').repo)"
         )
         out = subprocess.run(

@@ -16,7 +16,7 @@ import pytest
 from sshd_fixture import Sshd, free_port, keygen, sshd_server
 
 from dflashctl.errors import HostKeyError, InputError, RemoteError
-from dflashctl.remote import ROTATED, TRUNCATED, SSHHost, SSHOptions, parse_spec, resolve
+from dflashctl.hosts.ssh import ROTATED, TRUNCATED, SSHHost, SSHOptions, parse_spec, resolve
 
 pytestmark = pytest.mark.ssh
 

@@ -143,9 +143,9 @@ def test_demo_field_story(monkeypatch, capsys, stop_all) -> None:  # noqa: F811
 def test_a_spec_none_host_with_its_own_speculation_is_a_baseline_not_a_plain_server() -> None:
     """SGLang MTP next to a DFlash host (playbooks/field-story.yaml): no drafter to fetch, and
     its speculation is not an error for smoke (it is not a plain `--expect-no-spec` server)."""
-    from dflashctl.pipeline import HostPlan, _fetch
-    from dflashctl.serve.engines import own_speculation
-    from dflashctl.serve.launch import ServeOptions
+    from dflashctl.commands.run.run import HostPlan, _fetch
+    from dflashctl.server.engines import own_speculation
+    from dflashctl.server.launch import ServeOptions
 
     mtp = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]
     assert own_speculation(mtp) and own_speculation(["--speculative-config={}"])

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from st_files import header_bytes, qwen36_27b_tensors, write_safetensors
 
-from dflashctl.errors import InputError
-from dflashctl.safetensors_header import (
+from dflashctl.drafter.header import (
     MAX_HEADER_BYTES,
     TensorInfo,
     find_checkpoint,
     read_file_header,
     read_header,
 )
+from dflashctl.errors import InputError
 
 SMALL = {"fc.weight": ("BF16", [8, 24]), "norm.weight": ("F32", [8]), "d2t": ("I64", [3])}
 

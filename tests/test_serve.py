@@ -20,8 +20,9 @@ from fake_engine import make_python
 from serve_util import run_json, run_main, stop_all  # noqa: F401
 from sshd_fixture import free_port
 
-from dflashctl.serve import logscan, state
-from dflashctl.serve.engines import EngineSpec, render
+from dflashctl.server import deployments as state
+from dflashctl.server import logscan
+from dflashctl.server.engines import EngineSpec, render
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -147,7 +148,7 @@ class TestRender:
         assert "num_speculative_tokens 2 (--num-speculative-tokens)" in err
 
     def test_missing_demo_pair_is_a_clear_error(self, monkeypatch, capsys, tmp_path):
-        import dflashctl.serve.launch as launch
+        import dflashctl.server.launch as launch
 
         no_drafter = (str(tmp_path / "target"), str(tmp_path / "no-drafter"))
         monkeypatch.setattr(launch, "demo_pair_dirs", lambda host: no_drafter)

@@ -9,10 +9,10 @@ import pytest
 from serve_util import run_main
 
 from dflashctl.errors import PlaybookError
-from dflashctl.hosts import LocalHost
-from dflashctl.playbook import find_playbook, load_playbook, parse_playbook
-from dflashctl.serve.book import deployment_name, options_from_playbook
-from dflashctl.serve.launch import plan
+from dflashctl.hosts.host import LocalHost
+from dflashctl.playbook import deployment_name, find_playbook, load_playbook, parse_playbook
+from dflashctl.server.book import options_from_playbook
+from dflashctl.server.launch import plan
 
 REPO = Path(__file__).resolve().parent.parent
 BOOKS = REPO / "playbooks"

@@ -21,7 +21,7 @@ from fake_engine import make_python
 from serve_util import run_json, run_main, stop_all  # noqa: F401
 from sshd_fixture import SSHD, Sshd, free_port, sshd_server
 
-from dflashctl.serve import state
+from dflashctl.server import deployments as state
 
 pytestmark = pytest.mark.ssh
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from smoke_servers import QUICKSORT
 
+from dflashctl.commands.smoke import checks as ck
+from dflashctl.commands.smoke.render import excerpt
 from dflashctl.fixtures import load_prompts
-from dflashctl.smoke import checks as ck
-from dflashctl.smoke.client import Completion, describe_body, normalize_url
-from dflashctl.smoke.render import excerpt
+from dflashctl.server.client import Completion, describe_body, normalize_url
 
 
 def answer(text: str = QUICKSORT, **kw) -> Completion:

@@ -166,7 +166,7 @@ class TestDemoPair:
     instruct model, SmolLM2-135M-Instruct)."""
 
     def test_first_contact_serve_then_smoke_pass(self, monkeypatch, capsys, stop_all):  # noqa: F811
-        from dflashctl.demo import free_port
+        from dflashctl.commands.demo.run import free_port
 
         port = str(free_port())
         code, _, err = run_json(
@@ -185,7 +185,7 @@ class TestDemoPair:
         """The field story's mistake alone (dflash_config.mask_token_id 0 for 6: the drafter's
         mask slots get <|endoftext|>'s row instead of <filename>'s): position 1 falls from about
         half to a few percent, under the collapse line, with the same greedy text."""
-        from dflashctl.stale import write_stale_copy
+        from dflashctl.drafter.stale import write_stale_copy
         from tests.demo_pairs import demo_pair
 
         target, drafter = demo_pair()

@@ -349,7 +349,7 @@ class TestDeploymentName:
 
     @staticmethod
     def save(srv: FakeEngine, log, engine: str) -> str:
-        state = pytest.importorskip("dflashctl.serve.state")
+        state = pytest.importorskip("dflashctl.server.deployments")
         dep = state.Deployment(
             name="gpu1-8000", engine=engine, host=None, url=srv.url + "/", pid=1, starttime=0,
             log=str(log), run_dir=str(log.parent), port=8000, bind="127.0.0.1",

@@ -1,5 +1,5 @@
 """`dflashctl smoke --host H --log PATH`: the log read over SSH (SFTP byte ranges) from a real
-OpenSSH sshd on 127.0.0.1, through the SSH layer (dflashctl/hosts.py, remote.py)."""
+OpenSSH sshd on 127.0.0.1, through the SSH layer (dflashctl/hosts/)."""
 
 from __future__ import annotations
 

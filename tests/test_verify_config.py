@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from st_files import dflash_tensors, qwen36_27b_tensors, write_safetensors
 
-from dflashctl import registry
 from dflashctl.cli import app, main
-from dflashctl.config_check import Check, check_drafter, run_verify
-from dflashctl.config_fix import read_for_fix, write_fixed
+from dflashctl.drafter import registry
+from dflashctl.drafter.check import Check, check_drafter
+from dflashctl.drafter.fix import read_for_fix, write_fixed
+from dflashctl.drafter.header import read_header
+from dflashctl.drafter.verify import run_verify
 from dflashctl.errors import ConfigWriteError, InputError, UsageError
-from dflashctl.safetensors_header import read_header
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parent.parent

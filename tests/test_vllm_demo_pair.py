@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dflashctl.stale import write_stale_copy
+from dflashctl.drafter.stale import write_stale_copy
 from tests.demo_pairs import TOY_DRAFTER, TOY_PROMPTS, TOY_TARGET
 from tests.vllm_harness import VLLM_BIN, VllmServer, acceptance
 

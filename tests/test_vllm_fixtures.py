@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 
 import pytest
 
+from dflashctl.drafter.registry import PLAYBOOKS_ENV
 from dflashctl.metrics.analyze import MetricsOptions, analyze_source
 from dflashctl.metrics.prom import lifetime_window, parse_reading
 from dflashctl.metrics.window import aggregate
-from dflashctl.registry import PLAYBOOKS_ENV
 from tests.demo_pairs import toy_registry
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm032_demo"

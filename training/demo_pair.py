@@ -22,7 +22,7 @@ Stages:
   export     the drafter in Hugging Face format (bf16 safetensors + config.json) into OUT/drafter.
   eval       held-out prompts, our engine in float32, greedy: acceptance length per kind and per
              position, an n-gram drafter on the same outputs, repeat share, and each stale
-             rewrite of the field story (dflashctl.stale).
+             rewrite of the field story (dflashctl.drafter.stale).
   registry   OUT/demo.yaml: the registry entry's drafter part (the target part is kept).
 
 The mask token is `<filename>` (id 6): the target never writes it in a chat answer, and its
@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dflashctl.dflash_config import build_target_layer_ids
+from dflashctl.drafter.config import build_target_layer_ids
 from dflashctl.engine.drafter import Drafter, DrafterArgs
 from dflashctl.engine.model import ModelArgs, Transformer
 from dflashctl.engine.tokenizer import ChatTokenizer
@@ -784,8 +784,8 @@ def evaluate(work: Path, out: Path, sz: Sizes) -> None:
     """Held-out acceptance of the pair, and of each stale rewrite of the field story."""
     import tempfile
 
+    from dflashctl.drafter.stale import write_stale_copy
     from dflashctl.engine.generate import Engine
-    from dflashctl.stale import write_stale_copy
 
     t_dir = target_dir(work)
     engine = Engine.load(t_dir, out / "drafter", device="cpu", dtype=torch.float32)

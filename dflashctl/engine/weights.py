@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dflashctl.dflash_config import read_json_object
+from dflashctl.drafter.config import read_json_object
 from dflashctl.errors import EngineError
 
 

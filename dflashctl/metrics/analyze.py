@@ -10,7 +10,6 @@ Returns `MetricsReport`s and raises `DflashError`s; never prints or exits.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
@@ -65,26 +64,13 @@ def is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-# ---- registry (owned by another module; optional until it lands) ----------------------------
+# ---- the registry's expected range ---------------------------------------------------------
 
 
 def expected_range(name: str) -> tuple[float | None, float | None]:
     """(min, max) expected mean acceptance length for a registry drafter, or (None, None)."""
-    try:
-        registry = importlib.import_module("dflashctl.registry")
-    except ModuleNotFoundError as e:
-        if e.name != "dflashctl.registry":
-            raise
-        raise UsageError(
-            "--drafter needs the drafter registry (dflashctl.registry), not in this build yet",
-            "pass the floor yourself: --min-acceptance-length X",
-        ) from None
-    get_entry = getattr(registry, "get_entry", None)
-    if get_entry is None:
-        raise UsageError(
-            "the drafter registry has no get_entry() yet, so --drafter cannot be looked up",
-            "pass the floor yourself: --min-acceptance-length X",
-        )
+    from dflashctl.drafter.registry import get_entry
+
     entry = get_entry(name)
     exp: Any = getattr(entry, "expected_acceptance", None)
     if exp is None and isinstance(entry, dict):
@@ -133,12 +119,12 @@ def judge(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> MetricsR
 
 
 def known_defect_causes(state: MetricsState, alarm_kind: str) -> list[Cause]:
-    """Known engine defects (dflashctl/defects.yaml) that can explain an alarm, for the engine
+    """Known engine defects (dflashctl/defects/defects.yaml) that can explain an alarm, for the engine
     version the log names. Without a version nothing is claimed: every vLLM defect would be
     "possible" and bury the causes that the metrics themselves point to."""
     if state.engine is None or state.engine_version is None:
         return []
-    from dflashctl.defects import Facts, likely_causes
+    from dflashctl.defects.catalogue import Facts, likely_causes
 
     facts = Facts(engine=state.engine, version=state.engine_version, build=state.engine_build)
     try:

@@ -1,0 +1,1 @@
+"""`dflashctl bench`: the matched benchmark on running servers (docs/bench.md)."""

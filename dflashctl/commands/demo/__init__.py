@@ -1,0 +1,1 @@
+"""`dflashctl demo`: `run` on the demo pair, then the field story (README.md)."""

@@ -1,0 +1,3 @@
+"""`dflashctl diagnose`: the drafter, its config or the engine? A server against the bundled engine
+(docs/diagnose.md).
+"""

@@ -1,0 +1,898 @@
+"""`dflashctl diagnose`: when acceptance is low, is it the drafter, its config, or the engine?
+
+dflashctl owns a reference engine (the bundled one, `dflashctl/engine/`), so it can answer by
+measurement: the same greedy prompts go to the production server and to the bundled engine
+running the same target and drafter, and both report acceptance per position for exactly those
+requests, plus the greedy text.
+
+- production: streamed chat at temperature 0 (`server.client`); acceptance from `/metrics`
+  counter deltas around each request (`metrics.spec_probe.PromProbe`), else from the lines its
+  `--log`
+  gains (`LogProbe`). Its engine, version and build from `/version` and the log's start-up lines
+  (`facts.py`), which also show the config it really loaded.
+- reference: the bundled engine on the same directories with production's K, in this process
+  (`engine.generate.Engine`, float32 on CPU), or with `--host` launched on that host by
+  `server.launch` on the host's paths and reached through an SSH forward (`hosts/tunnel.py`).
+- config: `verify-config` on the drafter (and target), the server's effective config against
+  the file, the mask token against the target's tokenizer.
+
+Verdict (`judge`, pure): **config** when a config problem is found (or production drafts
+nothing); **engine** when production keeps far fewer accepted tokens per draft than the
+reference on the same greedy text (with the catalogued defects that match, `defects/catalogue.py`);
+**drafter** when both agree and acceptance is low; else **healthy**. Returns data, raises typed
+errors (exit 2), never prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from dflashctl.commands.diagnose.facts import (
+    NOTE,
+    PROBLEM,
+    WARNING,
+    Finding,
+    LogFacts,
+    defect_findings,
+    drafter_path_finding,
+    effective_config_findings,
+    log_trust_findings,
+    read_log_facts,
+    tokenizer_mask_finding,
+)
+from dflashctl.commands.diagnose.measure import (
+    NO_DRAFTS,
+    NOT_CONFIGURED,
+    SPECULATING,
+    Progress,
+    Side,
+    measure_in_process,
+    measure_on_host,
+    measure_server,
+    pool,
+    rounded,
+)
+from dflashctl.errors import DflashError, InputError, ServerError, UsageError
+from dflashctl.fixtures import Prompt, load_prompts
+
+VERDICTS = ("healthy", "config", "engine", "drafter")
+DEFAULT_MAX_TOKENS = 128
+# "Low" acceptance when neither the registry nor --min-acceptance-length gives a floor: drafts
+# save less than half a token per step.
+DEFAULT_FLOOR = 1.5
+# On the same greedy text a correct engine drafts exactly what the reference drafts: measured
+# equal in float32, within ~1 % of the accepted tokens per draft (mean length − 1) in bf16. So
+# production is "below" the reference when it keeps less than ENGINE_GAP of the reference's
+# accepted tokens per draft and the mean lengths differ by at least MIN_GAP. Production far
+# *above* the reference (it keeps less than OTHER_FILES_GAP of production's) means it serves
+# other files than the ones given.
+ENGINE_GAP = 0.90
+OTHER_FILES_GAP = 0.75
+MIN_GAP = 0.25
+MIN_DRAFTS = 8  # fewer drafts on a side than this: the comparison is noisy (a warning)
+
+# ---- options and prompts ----------------------------------------------------------------------
+
+
+@dataclass
+class DiagnoseOptions:
+    url: str
+    model: str  # target directory (on --host: its path there)
+    drafter: str  # drafter directory
+    log: str | None = None  # the production server's log (on --host: its path there)
+    host: str | None = None
+    prompts_file: Path | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    timeout: float = 120.0
+    min_acceptance_length: float | None = None
+    dtype: str = "auto"  # the reference engine's: auto | float32 | bfloat16
+    python: str | None = None  # the host's interpreter for the reference engine
+    log_interval: float = 10.0  # production's stats interval, when acceptance comes from --log
+    ready_timeout: float = 600.0
+
+    def validate(self) -> None:
+        if self.max_tokens < 1:
+            raise UsageError("--max-tokens must be at least 1", "e.g. --max-tokens 128")
+        if self.timeout <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        if self.log_interval <= 0:
+            raise UsageError("--log-interval must be a positive number of seconds")
+        if self.min_acceptance_length is not None and self.min_acceptance_length < 1:
+            raise UsageError(
+                "--min-acceptance-length counts the bonus token, so it is at least 1.0",
+                "e.g. --min-acceptance-length 2.5",
+            )
+        if self.dtype not in ("auto", "float32", "bfloat16"):
+            raise UsageError(f"--dtype {self.dtype!r}: use auto, float32 or bfloat16")
+        if not self.model.strip() or not self.drafter.strip():
+            raise UsageError("--model and --drafter must name directories")
+
+
+def load_prompt_file(path: Path) -> list[Prompt]:
+    """`--prompts FILE`: a JSON list (strings, or objects with `prompt` and optional `id`), JSON
+    lines of the same, or plain text with one prompt per line."""
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a prompts file") from None
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}") from None
+    if b"\0" in raw:
+        raise InputError(f"{path} is a binary file, not prompts")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text") from None
+    items: list[Any]
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise InputError(f"{path}: malformed JSON ({e})", "a JSON list of prompts") from None
+        found = data.get("prompts") if isinstance(data, dict) else data
+        if not isinstance(found, list):
+            raise InputError(f"{path}: expected a JSON list of prompts")
+        items = found
+    elif path.suffix == ".jsonl":
+        items = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except ValueError:
+                    raise InputError(f"{path}:{n}: malformed JSON line") from None
+    else:
+        items = [line.strip() for line in text.splitlines() if line.strip()]
+    out: list[Prompt] = []
+    for i, item in enumerate(items, 1):
+        if isinstance(item, str):
+            prompt, pid = item, f"prompt{i}"
+        elif isinstance(item, dict) and isinstance(item.get("prompt"), str):
+            prompt, pid = item["prompt"], str(item.get("id") or f"prompt{i}")
+        else:
+            raise InputError(
+                f"{path}: entry {i} is neither a string nor an object with a 'prompt' string"
+            )
+        if not prompt.strip():
+            raise InputError(f"{path}: entry {i} is an empty prompt")
+        out.append(Prompt(pid, prompt))
+    if not out:
+        raise InputError(f"{path} holds no prompts")
+    return out
+
+
+# ---- comparing the greedy texts -------------------------------------------------------------
+
+
+@dataclass
+class PromptComparison:
+    prompt_id: str
+    same_text: bool | None  # None: a side has no answer
+    char: int | None = None  # first differing character
+    token: int | None = None  # first differing token (reference tokenization)
+    production_excerpt: str = ""
+    reference_excerpt: str = ""
+    production_length: float | None = None  # mean acceptance length of this request
+    reference_length: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt_id,
+            "same_text": self.same_text,
+            "first_divergence": None
+            if self.char is None
+            else {"char": self.char, "token": self.token},
+            "production_excerpt": self.production_excerpt or None,
+            "reference_excerpt": self.reference_excerpt or None,
+            "production_mean_acceptance_length": rounded(self.production_length, 4),
+            "reference_mean_acceptance_length": rounded(self.reference_length, 4),
+        }
+
+
+def first_divergence(a: str, b: str) -> int | None:
+    """Index of the first differing character; None when equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def diverging_token(text: str, token_ids: list[int], decode: Callable[[list[int]], str]) -> int:
+    """The first reference token whose text no longer matches `text` (the other side's)."""
+    lo, hi = 0, len(token_ids)  # invariant: decode(ids[:lo]) is a prefix of text
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if text.startswith(decode(token_ids[:mid])):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def compare(
+    production: Side, reference: Side, decode: Callable[[list[int]], str] | None
+) -> list[PromptComparison]:
+    out = []
+    refs = {a.prompt_id: a for a in reference.answers}
+    for p in production.answers:
+        r = refs.get(p.prompt_id)
+        pc = PromptComparison(p.prompt_id, None)
+        if p.window is not None:
+            pc.production_length = p.window.mean_acceptance_length
+        if r is not None and r.window is not None:
+            pc.reference_length = r.window.mean_acceptance_length
+        if r is None or not (p.ok and r.ok):
+            out.append(pc)
+            continue
+        i = first_divergence(p.text, r.text)
+        pc.same_text = i is None
+        if i is not None:
+            pc.char = i
+            lo = max(0, i - 20)
+            pc.production_excerpt = p.text[lo : i + 30]
+            pc.reference_excerpt = r.text[lo : i + 30]
+            if r.token_ids is not None and decode is not None:
+                pc.token = diverging_token(p.text, r.token_ids, decode)
+        out.append(pc)
+    return out
+
+
+# ---- the verdict (pure) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Below this mean acceptance length, acceptance is "low"."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The numbers the verdict rests on: pooled over the compared prompts."""
+
+    production: float | None  # mean acceptance length
+    reference: float | None
+    production_per_position: tuple[float, ...] = ()
+    reference_per_position: tuple[float, ...] = ()
+    production_drafts: int | None = None
+    reference_drafts: int | None = None
+    prompts: int = 0  # prompts answered on both sides
+    same_text: int = 0
+    basis: str = "all prompts"
+    production_state: str = SPECULATING
+
+
+def far_below(a: float, b: float, share: float = ENGINE_GAP) -> bool:
+    """`a` keeps fewer than `share` of `b`'s accepted tokens per draft, by at least MIN_GAP."""
+    return (b - a) >= MIN_GAP and (a - 1.0) < share * (b - 1.0)
+
+
+def _positions(fig: Figures) -> list[str]:
+    pp, rp = fig.production_per_position, fig.reference_per_position
+    n = max(len(pp), len(rp))
+    rows = []
+    for i in range(n):
+        a = f"{pp[i]:.3f}" if i < len(pp) else "-"
+        b = f"{rp[i]:.3f}" if i < len(rp) else "-"
+        rows.append(f"position {i + 1}: production {a}, reference {b}")
+    return rows
+
+
+def judge(fig: Figures, floor: Floor, config: list[Finding]) -> tuple[str, list[Finding]]:
+    """(verdict, findings it adds) from the figures and the config findings already made."""
+    found: list[Finding] = []
+    problems = [f for f in config if f.severity == PROBLEM]
+    if fig.production_state in (NOT_CONFIGURED, NO_DRAFTS):
+        what = (
+            "shows no speculative decoding at all"
+            if fig.production_state == NOT_CONFIGURED
+            else "drafted nothing for these requests"
+        )
+        found.append(
+            Finding(
+                "config",
+                f"the production server {what}: speculation is not configured or not running",
+                [f"state: {fig.production_state}"],
+                fix="launch it with the drafter (vLLM --speculative-config, SGLang "
+                "--speculative-algorithm DFLASH) and check its log for drafter errors",
+            )
+        )
+        return "config", found
+    if problems:
+        return "config", found
+    p, r = fig.production, fig.reference
+    if p is None or r is None:
+        side = "production" if p is None else "the reference engine"
+        raise DflashError(
+            f"no acceptance was measured on {side}, and no config problem explains it",
+            "pass the production server's --log, or check that its /metrics is reachable",
+        )
+    figures = [
+        f"mean acceptance length: production {p:.2f}, reference {r:.2f} ({fig.basis}: "
+        f"{fig.same_text} of {fig.prompts} prompts with the same greedy text)",
+        f"drafts: production {fig.production_drafts}, reference {fig.reference_drafts}",
+        *_positions(fig),
+    ]
+    few = [
+        name
+        for name, n in (("production", fig.production_drafts), ("reference", fig.reference_drafts))
+        if n is not None and n < MIN_DRAFTS
+    ]
+    if few:
+        found.append(
+            Finding(
+                "measurement",
+                f"few drafts on {' and '.join(few)} (< {MIN_DRAFTS}): the figures are noisy",
+                [],
+                WARNING,
+                "send more prompts (--prompts FILE) or more tokens (--max-tokens)",
+            )
+        )
+    if far_below(p, r):
+        if fig.same_text == fig.prompts and fig.prompts:
+            why = (
+                "on the same greedy text: both verify drafts against the same target output, so "
+                "production's DFlash computation differs from the reference's"
+            )
+        elif fig.same_text:
+            why = (
+                f"on the {fig.same_text} prompts with the same greedy text: production's DFlash "
+                "computation differs from the reference's"
+            )
+        else:
+            why = (
+                "but the greedy texts differ as well, so production's target side differs too "
+                "(dtype, quantization, another checkpoint) and may explain part of the gap"
+            )
+        found.append(
+            Finding(
+                "engine",
+                f"production accepts fewer draft tokens than the reference engine "
+                f"({p:.2f} vs {r:.2f}: {(p - 1) / (r - 1):.0%} of its accepted tokens per draft) "
+                f"{why}",
+                figures,
+            )
+        )
+        return "engine", found
+    if far_below(r, p, OTHER_FILES_GAP):
+        found.append(
+            Finding(
+                "config",
+                f"production accepts far more than the reference engine running the given "
+                f"directories ({p:.2f} vs {r:.2f}): production does not serve these files "
+                "(another copy or revision of the drafter or target)",
+                figures,
+                fix="diagnose the directories the server really serves (see its launch command)",
+            )
+        )
+        return "config", found
+    if max(p, r) < floor.value:
+        found.append(
+            Finding(
+                "drafter",
+                f"both engines agree ({p:.2f} vs {r:.2f}) and acceptance is low (below "
+                f"{floor.value:.2f}, {floor.source}): the drafter itself is weak here or does not "
+                "match its target",
+                [
+                    *figures,
+                    "likely: an undertrained or damaged drafter (weights not the pinned revision)",
+                    "likely: a target checkpoint or revision other than the one it was trained on",
+                    "likely: prompts outside its training domain, or thinking mode on a "
+                    "non-thinking drafter",
+                ],
+                fix="check the weights' hashes (dflashctl fetch NAME), the target revision, and "
+                "compare with prompts from the drafter's own domain",
+            )
+        )
+        return "drafter", found
+    found.append(
+        Finding(
+            "healthy",
+            f"production matches the reference engine ({p:.2f} vs {r:.2f}) at or above "
+            f"{floor.value:.2f} ({floor.source})",
+            figures,
+            NOTE,
+        )
+    )
+    return "healthy", found
+
+
+# ---- the report -------------------------------------------------------------------------------
+
+
+@dataclass
+class DiagnoseReport:
+    verdict: str
+    production: Side
+    reference: Side
+    findings: list[Finding]
+    comparisons: list[PromptComparison]
+    figures: Figures
+    floor: Floor
+    config_checked: list[str] = field(default_factory=list)  # what the config checks looked at
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "healthy"
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == PROBLEM]
+
+    def to_json(self) -> dict[str, Any]:
+        fig = self.figures
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict,
+            "production": self.production.to_json(),
+            "reference": self.reference.to_json(),
+            "findings": [f.to_json() for f in self.findings],
+            "comparison": {
+                "basis": fig.basis,
+                "prompts": fig.prompts,
+                "same_text_prompts": fig.same_text,
+                "production_mean_acceptance_length": rounded(fig.production, 4),
+                "reference_mean_acceptance_length": rounded(fig.reference, 4),
+                "production_per_position": [round(x, 4) for x in fig.production_per_position],
+                "reference_per_position": [round(x, 4) for x in fig.reference_per_position],
+                "per_prompt": [c.to_json() for c in self.comparisons],
+            },
+            "floor": {"mean_acceptance_length": self.floor.value, "source": self.floor.source},
+            "config_checked": self.config_checked,
+            "max_tokens": self.max_tokens,
+        }
+
+
+# ---- the checkpoints -------------------------------------------------------------------------
+
+
+def _read_json(host: Any, path: str, what: str, max_bytes: int = 16 << 20) -> dict[str, Any]:
+    from dflashctl.drafter.config import parse_json_object
+
+    raw = host.read_file(path, max_bytes)
+    return parse_json_object(raw, Path(host.where(path)), what)
+
+
+def _remote_k_norm(host: Any, python: str, drafter: str) -> Any:
+    """The drafter's k_norm weights read on the host by hosts/facts.py (only those bytes)."""
+    import shlex
+
+    from dflashctl.defects.catalogue import k_norm_from_facts as parse
+    from dflashctl.hosts.probe import FACTS_SCRIPT
+
+    args: dict[str, Any] = {"ports": [], "paths": [], "hub": None, "k_norm": drafter}
+    cmd = " ".join(
+        shlex.quote(x)
+        for x in (python, "-c", FACTS_SCRIPT.read_text(encoding="utf-8"), json.dumps(args))
+    )
+    res = host.sh(cmd, timeout=120.0)
+    if res.rc != 0:
+        return None
+    try:
+        return parse(json.loads(res.stdout).get("k_norm"))
+    except (ValueError, AttributeError):
+        return None
+
+
+def _floor(opts: DiagnoseOptions, entry: Any) -> Floor:
+    if opts.min_acceptance_length is not None:
+        return Floor(opts.min_acceptance_length, "--min-acceptance-length")
+    exp = getattr(entry, "expected_acceptance", None) if entry is not None else None
+    lo = getattr(exp, "min", None) if exp is not None else None
+    if isinstance(lo, int | float):
+        return Floor(float(lo), f"the registry's expected minimum for {entry.name}")
+    return Floor(DEFAULT_FLOOR, "dflashctl's default floor")
+
+
+def _url_port(url: str) -> int | None:
+    try:
+        parts = urlsplit(url)
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+
+def run_diagnose(
+    opts: DiagnoseOptions,
+    *,
+    progress: Progress | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> DiagnoseReport:
+    opts.validate()
+    say = progress or (lambda _m: None)
+    from dflashctl.hosts import open_host
+    from dflashctl.server.client import normalize_url
+
+    url = normalize_url(opts.url)
+    prompts = load_prompt_file(opts.prompts_file) if opts.prompts_file else load_prompts("smoke")
+    with open_host(opts.host, python=opts.python) as host:
+        return _run(opts, host, url, prompts, say, sleep)
+
+
+@dataclass
+class _Checkpoints:
+    """The target and drafter directories (absolute, on the host) and what their configs say."""
+
+    model: str
+    drafter: str
+    cfg: dict[str, Any]
+    n_layers: int | None
+    cfg_source: str  # where the drafter's config.json is, for messages
+
+
+def _checkpoints(host: Any, opts: DiagnoseOptions) -> _Checkpoints:
+    from dflashctl.drafter.config import target_text_config
+
+    def absolute(path: str) -> str:
+        return str(Path(path).resolve()) if host.is_local else host.abspath(path)
+
+    model, drafter = absolute(opts.model), absolute(opts.drafter)
+    for label, d in (("--model", model), ("--drafter", drafter)):
+        if not host.is_dir(d):
+            raise InputError(f"{label} {host.where(d)} is not a directory")
+    cfg = _read_json(host, posixpath.join(drafter, "config.json"), "drafter config")
+    t_cfg = _read_json(host, posixpath.join(model, "config.json"), "model config")
+    n = target_text_config(t_cfg).get("num_hidden_layers")
+    where = host.where(posixpath.join(drafter, "config.json"))
+    return _Checkpoints(model, drafter, cfg, n if isinstance(n, int) else None, where)
+
+
+def _run(
+    opts: DiagnoseOptions,
+    host: Any,
+    url: str,
+    prompts: list[Prompt],
+    say: Progress,
+    sleep: Callable[[float], None],
+) -> DiagnoseReport:
+    ck = _checkpoints(host, opts)
+
+    # The production server's log: a missing or unreadable --log is exit 2, before any request.
+    log_obj: Any = None
+    facts: LogFacts | None = None
+    size_before = 0
+    if opts.log is not None:
+        from dflashctl.metrics.spec_probe import HostLog, LocalLog
+
+        log_path = os.path.abspath(opts.log) if host.is_local else host.abspath(opts.log)
+        log_obj = LocalLog(Path(log_path)) if host.is_local else HostLog(host, log_path)
+        size_before = log_obj.size()
+        say(f"reading the start-up lines of {host.where(log_path)}")
+        facts = read_log_facts(host.iter_file(log_path), host.where(log_path))
+
+    production = Side("production", url)
+    measure_server(
+        production,
+        url,
+        prompts,
+        max_tokens=opts.max_tokens,
+        timeout=opts.timeout,
+        log=log_obj,
+        log_where=facts.path if facts else "",
+        log_interval=opts.log_interval,
+        say=say,
+        sleep=sleep,
+    )
+    if not any(a.ok for a in production.answers):
+        first = production.answers[0].error if production.answers else "no answer"
+        raise ServerError(
+            f"the production server answered none of the {len(prompts)} prompts: {first}",
+            "read its log; a server that passes /health can still die on its first request",
+        )
+
+    k = production.num_speculative_tokens
+    if k is None and facts is not None:
+        k = facts.num_speculative_tokens
+    reference = Side("reference", "in-process on this machine")
+    decode = None
+    if host.is_local:
+        decode = measure_in_process(
+            reference,
+            Path(ck.model),
+            Path(ck.drafter),
+            prompts,
+            max_tokens=opts.max_tokens,
+            k=k,
+            dtype=opts.dtype,
+            say=say,
+        )
+    else:
+        measure_on_host(
+            reference,
+            host,
+            prompts,
+            production,
+            model=opts.model,
+            drafter=opts.drafter,
+            host_spec=opts.host,
+            k=k,
+            dtype=opts.dtype,
+            python=opts.python,
+            max_tokens=opts.max_tokens,
+            timeout=opts.timeout,
+            ready_timeout=opts.ready_timeout,
+            say=say,
+        )
+
+    findings: list[Finding] = []
+    trusted: LogFacts | None = None
+    if facts is not None:
+        grew = log_obj.size() > size_before
+        deadline = time.monotonic() + opts.log_interval
+        while not grew and time.monotonic() < deadline:  # stats lines come every interval
+            sleep(0.25)
+            grew = log_obj.size() > size_before
+        use, log_findings = log_trust_findings(facts, _url_port(url), grew)
+        findings += log_findings
+        production.log = facts
+        if use:
+            trusted = facts
+            production.engine = facts.engine or production.engine
+            production.version = facts.version or production.version
+            production.build = facts.build
+
+    checked: list[str] = []
+    config, entry = _config_findings(host, opts, ck, production, trusted, checked, say)
+    findings += config
+    comparisons = compare(production, reference, decode)
+    findings += _text_findings(production, reference, comparisons)
+
+    figures = _figures(production, reference, comparisons)
+    floor = _floor(opts, entry)
+    verdict, more = judge(figures, floor, findings)
+    findings += more
+    if production.engine in ("vllm", "sglang"):
+        findings += _engine_defects(host, opts, ck, production, verdict, trusted, checked)
+    order = {PROBLEM: 0, WARNING: 1, NOTE: 2}
+    findings.sort(key=lambda f: order.get(f.severity, 3))
+    return DiagnoseReport(
+        verdict,
+        production,
+        reference,
+        findings,
+        comparisons,
+        figures,
+        floor,
+        checked,
+        opts.max_tokens,
+    )
+
+
+def _config_findings(
+    host: Any,
+    opts: DiagnoseOptions,
+    ck: _Checkpoints,
+    production: Side,
+    facts: LogFacts | None,
+    checked: list[str],
+    say: Progress,
+) -> tuple[list[Finding], Any]:
+    """verify-config, the server's effective config (from trusted log facts) against the file,
+    and the mask token against the target's tokenizer. Returns (findings, registry entry)."""
+    from dflashctl.drafter.config import resolve
+    from dflashctl.drafter.verify import run_verify
+
+    out: list[Finding] = []
+    engine = production.engine if production.engine in ("vllm", "sglang", "local") else "vllm"
+    say(f"verify-config on {ck.cfg_source} (engine {engine})")
+    checked.append(
+        f"verify-config {ck.cfg_source} --target {host.where(ck.model)} --engine {engine}"
+    )
+    report = run_verify(Path(ck.drafter), target=Path(ck.model), engine=engine, host=opts.host)
+    fix = f"dflashctl verify-config {opts.drafter} --fix"
+    fix += f" --drafter {report.entry.name}" if report.entry else ""
+    fix += f" --host {opts.host}" if opts.host else ""
+    for c in report.checks:
+        if c.failed:
+            msg = (
+                f"verify-config: {c.field} is {c.status}: found {json.dumps(c.found, default=str)}"
+            )
+            if c.expected is not None:
+                msg += f", expected {json.dumps(c.expected, default=str)}"
+            out.append(Finding("config", msg, [c.hint] if c.hint else [], fix=fix))
+    # the bundled engine resolves like vLLM's V2 runner; vLLM's CPU build and default: V1
+    resolved = resolve(ck.cfg, ck.n_layers, "v2" if production.engine == "local" else "v1")
+    if facts is not None:
+        checked.append(f"the server's start-up lines in {facts.path}")
+        out += effective_config_findings(facts, resolved, ck.drafter, ck.cfg_source)
+        served = None
+        if facts.drafter_path:
+            try:
+                served = _read_json(
+                    host, posixpath.join(facts.drafter_path, "config.json"), "served config"
+                )
+            except DflashError:
+                served = None
+        f = drafter_path_finding(facts, ck.drafter, served, ck.cfg)
+        if f is not None:
+            out.append(f)
+    tok_path = posixpath.join(ck.model, "tokenizer.json")
+    if host.stat(tok_path) is not None:
+        checked.append(f"mask token against {host.where(tok_path)}")
+        try:
+            tok = _read_json(host, tok_path, "tokenizer", 256 << 20)
+        except DflashError as e:
+            out.append(Finding("config", f"tokenizer not read: {e.message}", [], NOTE))
+        else:
+            f = tokenizer_mask_finding(tok, resolved, ck.cfg_source)
+            if f is not None:
+                out.append(f)
+    return out, report.entry
+
+
+def _text_findings(
+    production: Side, reference: Side, comparisons: list[PromptComparison]
+) -> list[Finding]:
+    """Prompts tokenized differently, greedy texts that differ, requests production failed."""
+    out: list[Finding] = []
+    for pa, ra in zip(production.answers, reference.answers, strict=False):
+        pt, rt = pa.prompt_tokens, ra.prompt_tokens
+        if pt is not None and rt is not None and pt != rt:
+            out.append(
+                Finding(
+                    "text",
+                    f"{pa.prompt_id}: production counts {pt} prompt tokens, the reference {rt}: "
+                    "the chat template or tokenizer differs, so the engines do not see the same "
+                    "prompt",
+                    [],
+                    WARNING,
+                    "serve the target directory's own tokenizer and chat template",
+                )
+            )
+    diverged = [c for c in comparisons if c.same_text is False]
+    if diverged:
+        out.append(
+            Finding(
+                "text",
+                f"the greedy text differs between the engines on {len(diverged)} of "
+                f"{len(comparisons)} prompts: a target-side difference (dtype, quantization, "
+                "another checkpoint or revision, a chat template)",
+                [
+                    f"{c.prompt_id}: first difference at character {c.char}"
+                    + (f" (token {c.token})" if c.token is not None else "")
+                    + f": production {c.production_excerpt!r} vs reference "
+                    f"{c.reference_excerpt!r}"
+                    for c in diverged
+                ],
+                WARNING,
+                "serve the same checkpoint and dtype as the drafter was trained against",
+            )
+        )
+    failed = [a for a in production.answers if not a.ok]
+    if failed:
+        out.append(
+            Finding(
+                "production",
+                f"the production server failed {len(failed)} of {len(production.answers)} requests",
+                [f"{a.prompt_id}: {a.error}" for a in failed],
+                WARNING,
+            )
+        )
+    return out
+
+
+def _engine_defects(
+    host: Any,
+    opts: DiagnoseOptions,
+    ck: _Checkpoints,
+    production: Side,
+    verdict: str,
+    facts: LogFacts | None,
+    checked: list[str],
+) -> list[Finding]:
+    """The catalogue's known defects of the production engine that can lower acceptance."""
+    from dflashctl.defects.catalogue import Facts
+
+    k_norm = None
+    if not host.is_local:
+        k_norm = _remote_k_norm(host, opts.python or host.python, ck.drafter)
+    dfacts = Facts(
+        engine=str(production.engine),
+        version=production.version,
+        build=production.build,
+        drafter_config=ck.cfg,
+        drafter_dir=Path(ck.drafter) if host.is_local else None,
+        num_target_layers=ck.n_layers,
+        k_norm=k_norm,
+    )
+    checked.append(
+        f"known engine defects for {production.engine} {production.version or '(version ?)'}"
+        f" ({production.build or 'build ?'})"
+    )
+    try:
+        matches = match_defects(dfacts)
+    except DflashError as e:
+        return [Finding("engine", f"defect catalogue not matched: {e.message}", [], NOTE)]
+    return defect_findings(matches, verdict, facts)
+
+
+def match_defects(facts: Any) -> list[Any]:
+    """`defects.match`, possible entries included. vLLM's /version carries no build label
+    (`0.32.0` on the CPU build too), so with no log the build is unknown: entries that hold for
+    one build only come back as possible, with the build as what was not checked."""
+    import dataclasses
+
+    from dflashctl.defects.catalogue import match
+
+    if facts.build is not None or facts.engine != "vllm":
+        return match(facts, include_possible=True)
+    by_build = {
+        b: {
+            m.defect.id: m
+            for m in match(dataclasses.replace(facts, build=b), include_possible=True)
+        }
+        for b in ("cpu", "gpu")
+    }
+    out = []
+    for b, found in by_build.items():
+        other = by_build["gpu" if b == "cpu" else "cpu"]
+        for i, m in found.items():
+            if i in other:
+                if b == "cpu":
+                    out.append(m)
+                continue
+            m.certainty = "possible"
+            m.evidence = [e for e in m.evidence if not e.endswith(" build")]
+            m.unchecked.append(f"the build is not known (this holds on the {b} build): pass --log")
+            out.append(m)
+    return out
+
+
+def _figures(production: Side, reference: Side, comparisons: list[PromptComparison]) -> Figures:
+    """Pool the windows of the prompts with the same greedy text (when production was measured
+    per request and there are any), else of all prompts."""
+    answered = [c for c in comparisons if c.same_text is not None]
+    same = [c for c in answered if c.same_text]
+    per_request = all(a.window is not None or not a.ok for a in production.answers) and any(
+        a.window is not None for a in production.answers
+    )
+    basis = "all prompts"
+    pw, rw = production.window, reference.window
+    if per_request and same and len(same) < len(answered):
+        ids = {c.prompt_id for c in same}
+        pw = pool([a.window for a in production.answers if a.prompt_id in ids])
+        rw = pool([a.window for a in reference.answers if a.prompt_id in ids])
+        basis = "same-text prompts"
+    elif same and len(same) == len(answered):
+        basis = "same-text prompts"
+    return Figures(
+        production=pw.mean_acceptance_length if pw else None,
+        reference=rw.mean_acceptance_length if rw else None,
+        production_per_position=tuple(pw.per_position or ()) if pw else (),
+        reference_per_position=tuple(rw.per_position or ()) if rw else (),
+        production_drafts=pw.num_drafts if pw else None,
+        reference_drafts=rw.num_drafts if rw else None,
+        prompts=len(answered),
+        same_text=len(same),
+        basis=basis,
+        production_state=production.state,
+    )
+
+
+__all__ = [
+    "VERDICTS",
+    "DiagnoseOptions",
+    "DiagnoseReport",
+    "Figures",
+    "Finding",
+    "Floor",
+    "Side",
+    "first_divergence",
+    "judge",
+    "load_prompt_file",
+    "run_diagnose",
+]

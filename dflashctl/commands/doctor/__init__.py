@@ -1,0 +1,1 @@
+"""`dflashctl doctor`: the serving environment and known defects (docs/doctor.md)."""

@@ -1,0 +1,80 @@
+"""The `dflashctl doctor` command: the Typer signature, parse, one call, render."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dflashctl.commands.options import (
+    HostOpt,
+    JsonOpt,
+    exit_for,
+)
+from dflashctl.console import emit_json
+
+
+def doctor(
+    host: HostOpt = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="vllm, sglang or local (default: what is installed)."),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port to check (default 8000; SGLang 30000).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Target model directory (config.json).")
+    ] = None,
+    drafter: Annotated[
+        str | None,
+        typer.Option("--drafter", help="Drafter directory: config and k_norm weights checked."),
+    ] = None,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python",
+            help="The engine's Python (default: $DFLASHCTL_VLLM_PYTHON / "
+            "$DFLASHCTL_SGLANG_PYTHON, the vllm/sglang launcher's, else this one).",
+        ),
+    ] = None,
+    num_speculative_tokens: Annotated[
+        int | None,
+        typer.Option("--num-speculative-tokens", "-k", help="The K you will pass the engine."),
+    ] = None,
+    hub_timeout: Annotated[
+        float, typer.Option("--hub-timeout", help="Seconds to wait for the Hub.")
+    ] = 3.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check the serving environment before launching: GPUs, driver, torch, flash-attn, engine
+    version and known engine defects, GPU memory, leftover engines, port, disk, Hub and token.
+
+    Exit 0 all ok, 1 a warning or an error was found, 2 could not run.
+
+    Examples:
+      dflashctl doctor
+      dflashctl doctor --engine vllm --python .venv-vllm/bin/python --drafter ./drafter --json
+      dflashctl doctor --engine sglang --model /models/target --drafter /models/drafter -k 15
+    """
+    from dflashctl.commands.doctor.run import DoctorOptions, run_doctor
+
+    report = run_doctor(
+        DoctorOptions(
+            host=host,
+            engine=engine,
+            python=python,
+            port=port,
+            model=model,
+            drafter=drafter,
+            num_speculative_tokens=num_speculative_tokens,
+            hub_timeout=hub_timeout,
+        )
+    )
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        from dflashctl.commands.doctor.render import render_doctor
+
+        render_doctor(report)
+    exit_for(report.ok)

@@ -1,0 +1,148 @@
+"""The `dflashctl fetch` command: the Typer signature, parse, one call, render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dflashctl.commands.options import (
+    HostOpt,
+    JsonOpt,
+    exit_for,
+)
+from dflashctl.console import emit_json
+from dflashctl.errors import UsageError
+
+
+def fetch(
+    drafter: Annotated[
+        str, typer.Argument(help="Registry name (see playbooks/drafters/) or org/repo.")
+    ],
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            "--revision",
+            help="40-hex commit; a tag or branch is resolved and recorded. "
+            "Default: the registry's pin.",
+        ),
+    ] = None,
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="Where the files go (default: ./<repo name>).")
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include",
+            help="Glob of repo files to fetch (repeatable). Default: config.json, "
+            "*.safetensors, model.safetensors.index.json.",
+        ),
+    ] = None,
+    host: HostOpt = None,
+    remote_dir: Annotated[
+        str | None,
+        typer.Option("--remote-dir", help="With --host: the directory there (default: repo name)."),
+    ] = None,
+    allow_unpinned: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unpinned",
+            help="Take a moving revision (main) or bytes the registry does not pin; "
+            "the commit and hashes are recorded in the lock.",
+        ),
+    ] = False,
+    remote_fetch: Annotated[
+        bool,
+        typer.Option(
+            "--remote-fetch",
+            help="With --host: download on the host itself (it must reach the Hub), "
+            "then re-hash there and compare with the pins.",
+        ),
+    ] = False,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python", help="With --remote-fetch: Python on --host with dflashctl (python3)."
+        ),
+    ] = None,
+    check_upstream: Annotated[
+        bool,
+        typer.Option(
+            "--check-upstream",
+            help="Download nothing: has the branch moved off the pinned commit, and which "
+            "tracked files changed? Exit 1 on drift.",
+        ),
+    ] = False,
+    branch: Annotated[
+        str | None,
+        typer.Option("--branch", help="With --check-upstream: the branch to compare (main)."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Download a drafter at its pinned revision, verify sha256 pins, write a lock file,
+    then run verify-config on what arrived.
+
+    Exit 0: verified, and verify-config is healthy. Exit 1: verify-config found a problem
+    (with --check-upstream: the branch drifted from the pin). Exit 2: could not fetch (bad
+    arguments, Hub error, sha256 mismatch, unreachable host).
+
+    Examples:
+      dflashctl fetch qwen3.8-27b-dflash2 --dir /models/Qwen3.8-27B-DFlash2
+      dflashctl fetch z-lab/Qwen3-8B-DFlash-b16 --revision <40-hex commit> --json
+      dflashctl fetch org/drafter --allow-unpinned --include config.json
+      dflashctl fetch qwen3.8-27b-dflash2 --check-upstream
+      dflashctl fetch qwen3.8-27b-dflash2 --host gpu1 --remote-fetch --python /opt/venv/bin/python
+    """
+    from dflashctl.commands.fetch.render import RichFetchProgress, render_fetch
+    from dflashctl.commands.fetch.run import fetch as run_fetch
+
+    if check_upstream:
+        from dflashctl.commands.fetch.render import render_upstream
+        from dflashctl.commands.fetch.upstream import check_upstream as run_check
+
+        for flag, used in (
+            ("--host", host),
+            ("--remote-dir", remote_dir),
+            ("--remote-fetch", remote_fetch),
+            ("--python", python),
+            ("--allow-unpinned", allow_unpinned),
+        ):
+            if used:
+                raise UsageError(
+                    f"--check-upstream does not take {flag}", "it downloads nothing; drop " + flag
+                )
+        upstream = run_check(
+            drafter,
+            branch=branch or "main",
+            revision=revision,
+            include=include or (),
+            directory=directory,
+        )
+        if json_out:
+            emit_json(upstream.to_json())
+        else:
+            render_upstream(upstream)
+        exit_for(upstream.ok)
+        return
+    if branch is not None:
+        raise UsageError("--branch needs --check-upstream", "use --revision to fetch a branch")
+
+    with RichFetchProgress() as progress:
+        report = run_fetch(
+            drafter,
+            revision=revision,
+            directory=directory,
+            include=include or (),
+            allow_unpinned=allow_unpinned,
+            host=host,
+            remote_dir=remote_dir,
+            remote_fetch=remote_fetch,
+            python=python,
+            progress=progress,
+        )
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        render_fetch(report)
+    exit_for(report.ok)

@@ -1,0 +1,3 @@
+"""`dflashctl metrics`: spec-decode metrics from logs or /metrics, alarms with likely causes
+(docs/metrics.md).
+"""

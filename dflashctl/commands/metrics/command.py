@@ -1,0 +1,93 @@
+"""The `dflashctl metrics` command: the Typer signature, parse, one call, render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dflashctl.commands.options import (
+    DrafterNameOpt,
+    HostOpt,
+    JsonOpt,
+    exit_for,
+)
+
+
+def metrics(
+    source: Annotated[
+        str, typer.Argument(help="Log file, '-' for stdin, or http(s)://HOST:PORT/metrics.")
+    ],
+    json_out: JsonOpt = False,
+    interval: Annotated[
+        float | None,
+        typer.Option(
+            "--interval",
+            help="Seconds between the two /metrics scrapes (default 10); for logs, the "
+            "expected seconds between metrics lines (default: estimated).",
+        ),
+    ] = None,
+    drafter: DrafterNameOpt = None,
+    min_acceptance_length: Annotated[
+        float | None,
+        typer.Option(
+            "--min-acceptance-length", help="Alarm below this mean acceptance length (τ)."
+        ),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Watch live: survive rotation, truncation.")
+    ] = False,
+    exit_on_alarm: Annotated[
+        bool, typer.Option("--exit-on-alarm", help="With --follow: exit 1 at the first alarm.")
+    ] = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG chart (needs matplotlib).")
+    ] = None,
+    engine: Annotated[
+        str, typer.Option("--engine", help="Log format: auto, vllm or sglang.")
+    ] = "auto",
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for a /metrics answer.")
+    ] = 10.0,
+    host: HostOpt = None,
+) -> None:
+    """Parse spec-decode metrics from a log, a remote log or a /metrics URL; alarm on collapse.
+
+    Exit 0 healthy (warnings allowed), 1 an alarm (collapse, below_expected, decay, stale,
+    no_speculation), 2 could not run.
+
+    Examples:
+      dflashctl metrics vllm.log
+      dflashctl metrics http://127.0.0.1:8000/metrics --interval 30 --json
+      dflashctl metrics server.log --drafter qwen3-8b-dflash-b16 --min-acceptance-length 2.5
+      dflashctl metrics server.log --follow --exit-on-alarm
+    """
+    from dflashctl.metrics import MetricsOptions, analyze_source
+
+    opts = MetricsOptions(
+        engine=engine.lower(),
+        interval=interval,
+        timeout=timeout,
+        drafter=drafter,
+        min_acceptance_length=min_acceptance_length,
+        host=host,
+    )
+    if follow:
+        from dflashctl.commands.metrics.render import run_follow
+        from dflashctl.metrics.follow import follow_source
+
+        events = follow_source(source, opts)
+        raise typer.Exit(run_follow(events, json_out=json_out, exit_on_alarm=exit_on_alarm))
+    report = analyze_source(source, opts)
+    if plot is not None:
+        from dflashctl.commands.metrics.plot import write_plot
+
+        write_plot(report, plot)
+    from dflashctl.commands.metrics.render import emit_report_json, render_report
+
+    if json_out:
+        emit_report_json(report)
+    else:
+        render_report(report)
+    exit_for(report.ok)

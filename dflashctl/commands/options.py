@@ -1,0 +1,29 @@
+"""Options shared by several commands, and the exit rule: 0 healthy, 1 a problem was found
+(2, could not run, comes from `cli.main` for any `DflashError`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+# Shared option aliases.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+HostOpt = Annotated[
+    str | None,
+    typer.Option("--host", help="Remote host: \\[user@]host[:port] or an ~/.ssh/config alias."),
+]
+DrafterNameOpt = Annotated[
+    str | None,
+    typer.Option("--drafter", help="Registry name of the drafter (see playbooks/drafters/)."),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option("--engine", help="Engine whose reading to check: vllm, sglang or local."),
+]
+
+
+def exit_for(ok: bool) -> None:
+    """Exit 1 when the report found a problem."""
+    if not ok:
+        raise typer.Exit(1)

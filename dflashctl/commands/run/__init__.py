@@ -1,0 +1,3 @@
+"""`dflashctl run`: a playbook's fetch, verify-config, serve, smoke and metrics per host
+(docs/playbooks.md).
+"""

@@ -1,0 +1,228 @@
+"""The `dflashctl serve`, `stop` and `status` commands: the Typer signatures, parse, one call,
+render."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from dflashctl.commands.options import (
+    HostOpt,
+    JsonOpt,
+    exit_for,
+)
+from dflashctl.console import emit_json
+from dflashctl.errors import UsageError
+
+EPILOG = (
+    "Examples:\n\n"
+    "  dflashctl serve                                   # bundled engine, demo pair, :8000\n\n"
+    "  dflashctl serve --detach --json\n\n"
+    "  dflashctl serve --model ./target --drafter ./drafter --spec none --port 8001\n\n"
+    "  dflashctl serve --engine vllm --model Qwen/Qwen3-8B --drafter /models/d --host gpu1 "
+    "--dry-run\n\n"
+    "  dflashctl serve playbooks/vllm-2xa100-tp2.yaml -- --max-model-len 8192"
+)
+
+
+def serve(
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Optional PLAYBOOK (.yaml), then `--` and extra engine arguments.",
+            show_default=False,
+        ),
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="local (the bundled engine), vllm or sglang.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Target: a directory on the serving host or a hub id."),
+    ] = None,
+    drafter: Annotated[
+        str | None,
+        typer.Option(
+            "--drafter", help="DFlash drafter: a directory on the serving host or a hub id."
+        ),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port (default 8000; SGLang 30000).")
+    ] = None,
+    bind: Annotated[
+        str | None,
+        typer.Option("--bind", help="Listen address (default 127.0.0.1 here, 0.0.0.0 remote)."),
+    ] = None,
+    num_speculative_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--num-speculative-tokens", "-k", help="K (default: block size - 1 of the drafter)."
+        ),
+    ] = None,
+    spec: Annotated[
+        str | None, typer.Option("--spec", help="dflash, or none for a plain greedy control.")
+    ] = None,
+    tensor_parallel_size: Annotated[
+        int | None, typer.Option("--tensor-parallel-size", "--tp", help="GPUs per server.")
+    ] = None,
+    served_model_name: Annotated[
+        str | None, typer.Option("--served-model-name", help="Model name in the API.")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Deployment name (default HOST-PORT).")
+    ] = None,
+    host: HostOpt = None,
+    ssh_config: Annotated[
+        str | None, typer.Option("--ssh-config", help="ssh_config file (default ~/.ssh/config).")
+    ] = None,
+    accept_new_host_key: Annotated[
+        bool,
+        typer.Option(
+            "--accept-new-host-key", help="Add an unknown host key (never a changed one)."
+        ),
+    ] = False,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python", "--remote-python", help="Interpreter for the engine on the serving host."
+        ),
+    ] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Return once ready; the server keeps running.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the command only.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Launch even if verify-config finds a problem.")
+    ] = False,
+    ready_timeout: Annotated[
+        float | None, typer.Option("--ready-timeout", help="Seconds to wait for ready (600).")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Launch the bundled engine (default: the demo pair), vLLM or SGLang, locally or over SSH.
+
+    Waits until the server is really up: process alive, /health 200, /v1/models lists the
+    model, and the log shows the engine's ready line.
+
+    Exit 0 ready (or stopped with Ctrl-C in the foreground), 1 the launch failed (the log's
+    root-cause lines are shown), 2 could not run (bad arguments, port in use, unreachable host).
+    """
+    from dflashctl.hosts.ssh import SSHOptions
+    from dflashctl.playbook import find_playbook
+    from dflashctl.server.book import options_from_playbook
+    from dflashctl.server.launch import ServeOptions
+
+    items = list(args or [])
+    book = find_playbook(items[0]) if items and not items[0].startswith("-") else None
+    if book is not None:
+        items = items[1:]
+    elif items and not items[0].startswith("-"):
+        raise UsageError(
+            f"{items[0]!r} is not a playbook (.yaml)", "extra engine arguments go after `--`"
+        )
+    cli = dict(
+        engine=engine,
+        model=model,
+        drafter=drafter,
+        port=port,
+        bind=bind,
+        num_speculative_tokens=num_speculative_tokens,
+        spec=spec,
+        tensor_parallel_size=tensor_parallel_size,
+        served_model_name=served_model_name,
+        python=python,
+        ready_timeout=ready_timeout,
+        force=force or None,
+    )
+    if book is not None:
+        if host is not None or name is not None:
+            raise UsageError("--host and --name come from the playbook's hosts")
+        _, targets = options_from_playbook(book, cli)
+        for t in targets:
+            t.extra_args += items
+    else:
+        targets = [ServeOptions.from_settings({}, **cli, host=host, name=name, extra_args=items)]
+    ssh = SSHOptions(ssh_config=ssh_config, accept_new_host_key=accept_new_host_key)
+    if any(t.engine == "local" and t.model is None and t.host is None for t in targets):
+        _ensure_demo_target(quiet=json_out)
+    _serve_run(targets, ssh, detach=detach, dry_run=dry_run, json_out=json_out)
+
+
+def _ensure_demo_target(quiet: bool = False) -> None:
+    """Set the demo pair's target up here once (download, convert), saying so as it goes."""
+    from dflashctl.commands.views import setup_line
+    from dflashctl.demo_target import ensure
+
+    ensure(progress=None if quiet else setup_line)
+
+
+def _serve_run(
+    targets: list[Any], ssh: Any, *, detach: bool, dry_run: bool, json_out: bool
+) -> None:
+    from dflashctl.commands.serve.render import Progress, render_plans, render_results
+    from dflashctl.server.book import run_serve
+
+    several = len(targets) > 1
+    foreground = not detach and not dry_run and not several
+    with Progress(stream_log=foreground, prefix=several or foreground or dry_run) as progress:
+        outcome = run_serve(targets, ssh=ssh, detach=detach, dry_run=dry_run, on_event=progress)
+    if json_out:
+        emit_json(outcome.to_json())
+    elif dry_run:
+        render_plans(outcome.plans)
+    else:
+        render_results(outcome)
+    if outcome.errors:
+        raise typer.Exit(2)
+    exit_for(outcome.ok)
+
+
+def stop(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Deployment names (or a playbook); default: the only one running."),
+    ] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Stop every deployment.")] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds between SIGTERM and SIGKILL.")
+    ] = 10.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Stop deployments dflashctl started, by their recorded pid.
+
+    SIGTERM to the process group, SIGKILL after --timeout, then check the port is free. Never by
+    process name; a recycled pid is left alone. Exit 0 stopped, 1 something is still running or
+    a host could not be reached.
+    """
+    from dflashctl.commands.serve.render import render_stop
+    from dflashctl.server.control import stop as stop_deployments
+
+    results = stop_deployments(names or [], all_=all_, grace=timeout)
+    if json_out:
+        emit_json({"ok": all(r.ok for r in results), "stopped": [r.to_json() for r in results]})
+    else:
+        render_stop(results)
+    exit_for(all(r.ok for r in results))
+
+
+def status(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Deployment names (default: all).")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List deployments: host, engine, pid alive?, /health, url, uptime, log.
+
+    Exit 0 all up, 1 any down or unhealthy.
+    """
+    from dflashctl.commands.serve.render import render_status
+    from dflashctl.server.control import status as deployment_status
+
+    rows = deployment_status(names or None)
+    ok = all(r.state == "up" for r in rows)
+    if json_out:
+        emit_json({"ok": ok, "deployments": [r.to_json() for r in rows]})
+    else:
+        render_status(rows)
+    exit_for(ok)

@@ -1,0 +1,48 @@
+"""The `dflashctl verify-config` command: the Typer signature, parse, one call, render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dflashctl.commands.options import (
+    DrafterNameOpt,
+    EngineOpt,
+    HostOpt,
+    JsonOpt,
+    exit_for,
+)
+from dflashctl.console import emit_json
+
+
+def verify_config(
+    path: Annotated[Path, typer.Argument(help="Drafter directory or its config.json.")],
+    drafter: DrafterNameOpt = None,
+    target: Annotated[
+        Path | None, typer.Option("--target", help="Target model directory or config.json.")
+    ] = None,
+    engine: EngineOpt = "vllm",
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Write canonical values (atomic, with a backup).")
+    ] = False,
+    host: HostOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check a drafter's config.json (and safetensors header) against canonical values and rules.
+
+    Examples:
+      dflashctl verify-config ./Qwen3.6-27B-DFlash --drafter qwen3.6-27b-dflash
+      dflashctl verify-config ./drafter --target ./target --json
+      dflashctl verify-config ./drafter --drafter demo --fix
+    """
+    from dflashctl.commands.verify_config.render import render_verify
+    from dflashctl.drafter.verify import run_verify
+
+    report = run_verify(path, drafter=drafter, target=target, engine=engine, fix=fix, host=host)
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        render_verify(report)
+    exit_for(report.ok)

@@ -1,0 +1,72 @@
+"""Renderings that several commands' renderers share (a finding with its likely causes, a
+per-position bar, a found/expected value). Part of the commands layer: it imports nouns' data
+types and prints only to the console it is handed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from dflashctl.console import err
+from dflashctl.metrics.window import Finding
+
+BLOCKS = " ▏▎▍▌▋▊▉█"
+
+
+def bar(frac: float, width: int = 40) -> str:
+    frac = max(0.0, min(1.0, frac))
+    eighths = round(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (BLOCKS[part] if part else "")).ljust(width)
+
+
+def finding(f: Finding, console: Console, causes: bool = True) -> None:
+    sev = "[bold red]ALARM[/bold red]" if f.severity == "alarm" else "[yellow]warning[/yellow]"
+    console.print(
+        f"  {sev} [bold]{escape(f.kind)}[/bold]: {escape(f.message)}",
+        soft_wrap=True,
+    )
+    if causes and f.likely_causes:
+        console.print("    likely causes:")
+        for i, c in enumerate(f.likely_causes, 1):
+            console.print(f"      {i}. {escape(c.cause)}", soft_wrap=True)
+            console.print(
+                f"         [dim]check:[/dim] [cyan]{escape(c.check)}[/cyan]", soft_wrap=True
+            )
+
+
+LAYER_TYPE_NAMES = ("sliding_attention", "full_attention")
+
+
+def _runs(values: list[str]) -> str:
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        parts.append(f"{j - i} × {values[i]}")
+        i = j
+    return " + ".join(parts)
+
+
+def fmt(value: Any) -> str:
+    """A found/expected value as one short, markup-safe string."""
+    if value is None:
+        return "—"
+    if isinstance(value, list) and value and all(v in LAYER_TYPE_NAMES for v in value):
+        text = _runs(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, default=str)
+    return escape(text)
+
+
+def setup_line(message: str, console: Console | None = None) -> None:
+    """The demo target's one-time set-up, as it happens."""
+    (console or err).print(f"[dim]  · demo target: {escape(message)}[/dim]", soft_wrap=True)

@@ -1,0 +1,384 @@
+"""The bundled engine on a GPU against its weight-read floor, transformers and z-lab's dflash.
+
+Issue 16's method, in one run (random bf16 weights, a Qwen3-8B-shaped target: 36 layers, hidden
+4096, 32/8 heads, head_dim 128, MLP 12288, vocab 151936; a 5-layer block-16 drafter; a
+1024-token context):
+
+    floor             bytes a step must read (weights, the KV cache it attends, lm_head) /
+                      the copy bandwidth measured here (a device-to-device copy, read + write)
+    ours, eager       decode (1 token), verify (16 tokens), drafter pass (block 16 + lm_head)
+    ours, graphs      the same steps on engine/fast.py's device-resident path, CUDA graphs
+    transformers      Qwen3ForCausalLM with a StaticCache: decode and verify at the same context
+    z-lab dflash      its DFlashDraftModel pass, and its dflash_generate per step (if the
+                      `dflash` package imports; carry its wheel)
+    end to end        our speculative loop (Engine.stream, graphs), time per step, against the
+                      sum of its parts
+
+Every time is the median of --reps CUDA-event timings after warm-up; the contenders are measured
+in interleaved rounds. `--check-demo TARGET` also compares our greedy text on the GPU (float32,
+eager and graphs) with the CPU's recorded in dflashctl/assets/demo/eval.json.
+
+    python3 perf/bench_engine_gpu.py                      # on an H200
+    python3 perf/bench_engine_gpu.py --preset tiny        # a smoke run (CPU or GPU)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dflashctl.drafter.config import build_target_layer_ids  # noqa: E402
+from dflashctl.engine.drafter import Drafter, DrafterArgs  # noqa: E402
+from dflashctl.engine.fast import StaticSteps  # noqa: E402
+from dflashctl.engine.generate import Engine, SpecStats  # noqa: E402
+from dflashctl.engine.model import ModelArgs, Transformer, fuse_projections, rope_cache  # noqa: E402
+
+PRESETS = {
+    "qwen3-8b": dict(vocab=151936, hidden=4096, inter=12288, layers=36, heads=32, kv=8, hd=128,
+                     d_layers=5, taps=5, block=16, ctx=1024),
+    "tiny": dict(vocab=512, hidden=128, inter=256, layers=6, heads=4, kv=2, hd=32, d_layers=2,
+                 taps=2, block=8, ctx=64),
+}  # fmt: skip
+
+
+def log(*parts: object) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def timer(dev: torch.device):
+    """fn, reps -> median milliseconds (CUDA events on a GPU, perf_counter otherwise)."""
+
+    def run(fn, reps: int) -> float:
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(reps):
+            if dev.type == "cuda":
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1000)
+        return statistics.median(times)
+
+    return run
+
+
+def copy_bandwidth(dev: torch.device, gib: float = 4.0) -> float:
+    """Bytes per second of a device-to-device copy (read + write counted)."""
+    n = int(gib * 2**30) // 2
+    src = torch.randn(n // 2, device=dev, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    ms = timer(dev)(lambda: dst.copy_(src), 10)
+    return 2 * src.numel() * 2 / (ms / 1000)
+
+
+def randomize(module: torch.nn.Module, seed: int) -> None:
+    g = torch.Generator(device=next(module.parameters()).device).manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.ndim == 1:
+                p.fill_(1.0)
+            else:
+                p.normal_(0, 0.02, generator=g)
+
+
+def tiny_tokenizer(root: Path) -> Path:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.save(str(root / "tokenizer.json"))
+    return root
+
+
+def build(p: dict[str, Any], dev: torch.device, dtype: torch.dtype, tmp: Path) -> Engine:
+    from dflashctl.engine.tokenizer import ChatTokenizer
+
+    args = ModelArgs(vocab_size=p["vocab"], hidden_size=p["hidden"], intermediate_size=p["inter"],
+                     num_hidden_layers=p["layers"], num_attention_heads=p["heads"],
+                     num_key_value_heads=p["kv"], head_dim=p["hd"], max_position_embeddings=4096,
+                     model_type="qwen3", qk_norm=True)  # fmt: skip
+    with torch.device(dev):
+        target = Transformer(args).to(dtype)
+    randomize(target, 0)
+    fuse_projections(target)
+    ids = build_target_layer_ids(p["layers"], p["taps"])
+    cfg = {"hidden_size": p["hidden"], "intermediate_size": p["inter"],
+           "num_hidden_layers": p["d_layers"], "num_attention_heads": p["heads"],
+           "num_key_value_heads": p["kv"], "head_dim": p["hd"], "vocab_size": p["vocab"],
+           "block_size": p["block"], "num_target_layers": p["layers"],
+           "dflash_config": {"mask_token_id": 0, "target_layer_ids": ids},
+           "layer_types": ["full_attention"] * p["d_layers"]}  # fmt: skip
+    with torch.device(dev):
+        drafter = Drafter(DrafterArgs.from_hf_config(cfg, p["layers"])).to(dtype)
+    randomize(drafter, 1)
+    fuse_projections(drafter)
+    max_len = p["ctx"] + 256
+    for m, hd in ((target, p["hd"]), (drafter, p["hd"])):
+        cos, sin = rope_cache(hd, max_len + p["block"] + 1, 1e6)
+        m.rope_cos, m.rope_sin = cos.to(dev), sin.to(dev)
+    return Engine(target.eval(), drafter.eval(), ChatTokenizer(tiny_tokenizer(tmp)), [],
+                  max_len, p["block"] - 1)  # fmt: skip
+
+
+def floors(engine: Engine, p: dict[str, Any], bw: float, item: int) -> dict[str, float]:
+    t_weights = sum(x.numel() for x in engine.target.parameters()) * item
+    assert engine.drafter is not None
+    d_weights = sum(x.numel() for x in engine.drafter.parameters()) * item
+    lm_head = p["vocab"] * p["hidden"] * item
+    kv = 2 * p["layers"] * p["kv"] * p["hd"] * p["ctx"] * item
+    d_kv = 2 * p["d_layers"] * p["kv"] * p["hd"] * p["ctx"] * item
+    return {
+        "decode": (t_weights + kv) / bw * 1000,
+        "verify": (t_weights + kv) / bw * 1000,
+        "drafter": (d_weights + lm_head + d_kv) / bw * 1000,
+    }
+
+
+def ours(engine: Engine, p: dict[str, Any], dev: torch.device, reps: int) -> dict[str, float]:
+    """Eager and graph timings of our steps at a `ctx`-token context."""
+    run = timer(dev)
+    k, ctx = engine.k, p["ctx"]
+    prompt = torch.randint(1, p["vocab"], (ctx,)).tolist()
+    token, taps = engine.prefill(prompt)
+    assert engine.drafter is not None
+    engine.drafter.write_context(taps, torch.arange(ctx, device=dev))
+    res: dict[str, float] = {}
+    res["eager_decode"] = run(lambda: engine.decode_one(token, ctx), reps)
+    verify = torch.randint(1, p["vocab"], (1, k + 1), device=dev)
+    pos = torch.arange(ctx, ctx + k + 1, device=dev)
+    res["eager_verify"] = run(lambda: engine.target(verify, pos, taps=engine.taps), reps)
+    res["eager_drafter"] = run(lambda: engine.propose(token, ctx), reps)
+    res["eager_step"] = run(lambda: engine.speculate(token, ctx), reps)
+    steps = StaticSteps(engine)
+    steps.prefill(prompt)
+    length = steps.bucket(ctx + k + 1)
+    mask = steps.k_pos[None, :length] <= pos[:, None]
+    start = torch.tensor(ctx, device=dev)
+    block = steps.block
+
+    def verify_only() -> None:
+        engine.target(verify, pos, taps=engine.taps, mask=mask)
+
+    def draft_only() -> None:
+        assert engine.drafter is not None
+        engine.drafter.forward_static(
+            block, start, length, engine.target.embed_tokens, engine.target.lm_head
+        )
+
+    def decode_only() -> None:
+        steps._decode(length)
+        steps.start.fill_(ctx)
+
+    def step_only() -> None:
+        steps._speculate(length)
+        steps.start.fill_(ctx)
+
+    for name, fn in (("verify", verify_only), ("drafter", draft_only), ("decode", decode_only),
+                     ("step", step_only)):  # fmt: skip
+        res[f"graph_{name}"] = run(graphed(fn, dev), reps)
+    return res
+
+
+def graphed(fn, dev: torch.device):
+    """fn captured as a CUDA graph (replayed), or fn itself off CUDA."""
+    if dev.type != "cuda":
+        return fn
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def transformers_static(p: dict[str, Any], dev: torch.device, dtype, reps: int) -> dict[str, float]:
+    from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
+
+    cfg = Qwen3Config(vocab_size=p["vocab"], hidden_size=p["hidden"], intermediate_size=p["inter"],
+                      num_hidden_layers=p["layers"], num_attention_heads=p["heads"],
+                      num_key_value_heads=p["kv"], head_dim=p["hd"],
+                      max_position_embeddings=4096)  # fmt: skip
+    with torch.device(dev):
+        model = Qwen3ForCausalLM(cfg).to(dtype).eval()
+    run = timer(dev)
+    ctx, k = p["ctx"], p["block"] - 1
+    cache = StaticCache(config=cfg, max_cache_len=ctx + 64)
+    ids = torch.randint(1, p["vocab"], (1, ctx), device=dev)
+    with torch.no_grad():
+        model(ids, past_key_values=cache, cache_position=torch.arange(ctx, device=dev))
+        one = torch.randint(1, p["vocab"], (1, 1), device=dev)
+        blk = torch.randint(1, p["vocab"], (1, k + 1), device=dev)
+        c1 = torch.tensor([ctx], device=dev)
+        cb = torch.arange(ctx, ctx + k + 1, device=dev)
+        res = {
+            "hf_decode": run(lambda: model(one, past_key_values=cache, cache_position=c1), reps),
+            "hf_verify": run(lambda: model(blk, past_key_values=cache, cache_position=cb), reps),
+        }
+    return res
+
+
+def zlab(p: dict[str, Any], dev: torch.device, dtype, reps: int) -> dict[str, float]:
+    try:
+        import dflash.model as dm
+        from transformers import DynamicCache, Qwen3Config
+    except Exception as e:  # the package is optional here
+        log(f"z-lab dflash not measured: {e}")
+        return {}
+    ids = build_target_layer_ids(p["layers"], p["taps"])
+    cfg = Qwen3Config(vocab_size=p["vocab"], hidden_size=p["hidden"], intermediate_size=p["inter"],
+                      num_hidden_layers=p["d_layers"], num_attention_heads=p["heads"],
+                      num_key_value_heads=p["kv"], head_dim=p["hd"], max_position_embeddings=4096,
+                      num_target_layers=p["layers"], block_size=p["block"],
+                      dflash_config={"mask_token_id": 0, "target_layer_ids": ids})  # fmt: skip
+    with torch.device(dev):
+        model = dm.DFlashDraftModel(cfg).to(dtype).eval()
+        head = torch.nn.Linear(p["hidden"], p["vocab"], bias=False).to(dtype)
+    run = timer(dev)
+    ctx, b = p["ctx"], p["block"]
+    feats = torch.randn(1, ctx, p["taps"] * p["hidden"], device=dev, dtype=dtype)
+    noise = torch.randn(1, b, p["hidden"], device=dev, dtype=dtype)
+    cache = DynamicCache()
+    with torch.no_grad():
+        model(target_hidden=feats, noise_embedding=noise[:, :1],
+              position_ids=torch.arange(ctx + 1, device=dev)[None], past_key_values=cache,
+              use_cache=True)  # fmt: skip
+        dm._crop_to(cache, ctx)
+        new = feats[:, :4]  # a typical accepted run's features
+        pos = torch.arange(ctx - 4, ctx + b, device=dev)[None]
+
+        def one_pass() -> None:
+            h = model(target_hidden=new, noise_embedding=noise, position_ids=pos,
+                      past_key_values=cache, use_cache=True)[:, 1 - b :]  # fmt: skip
+            model.compute_logits(h, head).argmax(-1)
+            dm._crop_to(cache, ctx - 4)
+
+        dm._crop_to(cache, ctx - 4)
+        res = {"zlab_drafter": run(one_pass, reps)}
+    return res
+
+
+def end_to_end(engine: Engine, p: dict[str, Any], dev: torch.device) -> dict[str, float]:
+    """The real speculative loop: time per step over a 128-token answer (graphs on CUDA)."""
+    engine.static = True
+    engine._steps = None
+    prompt = torch.randint(1, p["vocab"], (p["ctx"],)).tolist()
+    n = 128
+    list(engine.stream(prompt, 8))  # warm-up and graph capture
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    stats = SpecStats()
+    t0 = time.perf_counter()
+    chunks = list(engine.stream(prompt, n, stats))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    total = (time.perf_counter() - t0) * 1000
+    steps = max(len(chunks) - 1, 1)
+    return {"e2e_ms_per_step": total / steps, "e2e_steps": steps}
+
+
+def check_demo(target: Path, dev: torch.device) -> dict[str, Any]:
+    """Our greedy text on this device (float32, eager and graphs) against the CPU's eval.json."""
+    demo = REPO / "dflashctl" / "assets" / "demo"
+    rows = json.loads((demo / "eval.json").read_text("utf-8"))["rows"]
+    engine = Engine.load(target, demo / "drafter", device=str(dev), dtype=torch.float32)
+    same = {"eager": 0, "graphs": 0}
+    for mode in same:
+        engine.static = mode == "graphs"
+        for r in rows:
+            ids = engine.tokenizer.apply_chat_template([{"role": "user", "content": r["prompt"]}])
+            text = engine.tokenizer.decode(engine.generate(ids, 192).tokens)
+            same[mode] += text == r["text"]
+    return {"prompts": len(rows), "same_text": same}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="qwen3-8b")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per contender")
+    ap.add_argument("--check-demo", type=Path, help="the demo target's directory")
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    p = PRESETS[args.preset]
+    out: dict[str, Any] = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+                           "torch": torch.__version__, "preset": args.preset, **p}  # fmt: skip
+    with torch.inference_mode(), tempfile.TemporaryDirectory() as tmp:
+        bw = copy_bandwidth(dev) if dev.type == "cuda" else 20e9
+        out["copy_bandwidth_GBps"] = bw / 1e9
+        engine = build(p, dev, dtype, Path(tmp))
+        out["floor_ms"] = floors(engine, p, bw, torch.empty(0, dtype=dtype).element_size())
+        rounds: dict[str, list[float]] = {}
+        errors: dict[str, str] = {}
+        parts = [("ours", lambda e=engine: ours(e, p, dev, args.reps))]
+        if dev.type == "cuda":  # transformers last: a device-side assert ends the CUDA context
+            parts += [
+                ("zlab", lambda: zlab(p, dev, dtype, args.reps)),
+                ("transformers", lambda: transformers_static(p, dev, dtype, args.reps)),
+            ]
+        for r in range(args.rounds):
+            log(f"round {r + 1}/{args.rounds}")
+            for name, fn in parts:
+                if name in errors:
+                    continue
+                try:
+                    got = fn()
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize()  # an asynchronous error is this part's
+                except Exception as e:  # recorded; the others still run
+                    errors[name] = f"{type(e).__name__}: {e}"[:400]
+                    log(f"{name} failed: {errors[name]}")
+                    continue
+                for key, ms in got.items():
+                    rounds.setdefault(key, []).append(ms)
+        out["ms"] = {k: statistics.median(v) for k, v in rounds.items()}
+        out["ms_spread"] = {k: [min(v), max(v)] for k, v in rounds.items()}
+        try:
+            out |= end_to_end(engine, p, dev)
+        except Exception as e:  # recorded
+            errors["end_to_end"] = f"{type(e).__name__}: {e}"[:400]
+        if args.check_demo:
+            out["demo_check"] = check_demo(args.check_demo, dev)
+        out["errors"] = errors
+    ms, fl = out["ms"], out["floor_ms"]
+    out["x_floor"] = {
+        name: ms[key] / fl[kind]
+        for name, key, kind in (("graph_decode", "graph_decode", "decode"),
+                                ("graph_verify", "graph_verify", "verify"),
+                                ("graph_drafter", "graph_drafter", "drafter"),
+                                ("eager_decode", "eager_decode", "decode"),
+                                ("eager_verify", "eager_verify", "verify"),
+                                ("eager_drafter", "eager_drafter", "drafter"))
+        if key in ms
+    }  # fmt: skip
+    parts_sum = ms.get("graph_drafter", 0) + ms.get("graph_verify", 0)
+    e2e = out.get("e2e_ms_per_step")
+    out["e2e_over_parts"] = e2e / parts_sum if parts_sum and e2e else None
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
