@@ -16,9 +16,10 @@ from st_files import dflash_tensors, qwen36_27b_tensors, write_safetensors
 
 from dflashctl.cli import app, main
 from dflashctl.drafter import registry
-from dflashctl.drafter.check import Check, check_drafter
+from dflashctl.drafter.check import check_drafter
 from dflashctl.drafter.fix import read_for_fix, write_fixed
 from dflashctl.drafter.header import read_header
+from dflashctl.drafter.rules.base import Check
 from dflashctl.drafter.verify import run_verify
 from dflashctl.errors import ConfigWriteError, InputError, UsageError
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dflashctl.drafter.check import VerifyReport, verify_local
+from dflashctl.drafter.check import verify_local
+from dflashctl.drafter.report import VerifyReport
 
 
 def run_verify(

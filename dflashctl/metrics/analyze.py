@@ -119,8 +119,8 @@ def judge(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> MetricsR
 
 
 def known_defect_causes(state: MetricsState, alarm_kind: str) -> list[Cause]:
-    """Known engine defects (dflashctl/defects/defects.yaml) that can explain an alarm, for the engine
-    version the log names. Without a version nothing is claimed: every vLLM defect would be
+    """Known engine defects (dflashctl/defects/defects.yaml) that can explain an alarm, for the
+    engine version the log names. Without a version nothing is claimed: every vLLM defect would be
     "possible" and bury the causes that the metrics themselves point to."""
     if state.engine is None or state.engine_version is None:
         return []

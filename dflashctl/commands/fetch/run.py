@@ -48,7 +48,7 @@ from dflashctl.errors import (
 from dflashctl.files import backup_path, fsync_dir, hash_file, write_json_atomic
 
 if TYPE_CHECKING:
-    from dflashctl.drafter.check import VerifyReport
+    from dflashctl.drafter.report import VerifyReport
 
 DEFAULT_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json")
 STAGING_NAME = ".dflashctl-download"

@@ -1,6 +1,6 @@
 """Human output of the reports: rich tables on stdout, colours from `console.styled`.
 
-Rendering only: the data comes from the domain modules (`drafter.check.VerifyReport`), and
+Rendering only: the data comes from the domain modules (`drafter.report.VerifyReport`), and
 `--json` output bypasses this module entirely.
 """
 
