@@ -24,7 +24,9 @@ from safetensors.numpy import save
 from st_files import dflash_tensors
 
 from dflashctl.cli import main
-from dflashctl.commands.fetch.run import LOCK_NAME, STAGING_NAME, push_to_host
+from dflashctl.commands.fetch.remote import push_to_host
+from dflashctl.commands.fetch.target import STAGING_NAME
+from dflashctl.drafter.registry import LOCK_NAME
 from dflashctl.errors import RemoteError
 
 REPO = "test-org/tiny-dflash"  # in the test registry as tiny-dflash, pinned at commit c1

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dflashctl.drafter.config import (
-    is_int,
-)
+from dflashctl.drafter.config import is_int
 from dflashctl.errors import InputError
 
 _INT = ("an integer", lambda v: is_int(v))

@@ -92,7 +92,7 @@ def env_assignments(env: Mapping[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in env.items())
 
 
-def _secret_reads(names: Sequence[str]) -> str:
+def secret_reads(names: Sequence[str]) -> str:
     # Secrets arrive on stdin, one per line: never on a command line, in a file or in a log.
     return "".join(f"IFS= read -r {n} || true\nexport {n}\n" for n in names)
 
@@ -226,7 +226,7 @@ class Host:
         secrets = dict(secret_env or {})
         script = (
             f"cd {shlex.quote(cwd)} || exit 97\n"
-            + _secret_reads(list(secrets))
+            + secret_reads(list(secrets))
             + env_assignments(env or {})
             + "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
             # `;` after cd, not `&&`: `$!` must be the command, not a subshell (testing-recipes).

@@ -723,7 +723,7 @@ def _row_processes(rows: _Rows, facts: dict[str, Any]) -> None:
             "processes", "engine processes", "ok", "no vLLM, SGLang or dflashctl engine running"
         )
         return
-    listed = "; ".join(f"pid {p['pid']} ({p['engine']}): {_short(p['cmdline'])}" for p in procs)
+    listed = "; ".join(f"pid {p['pid']} ({p['engine']}): {short_sha(p['cmdline'])}" for p in procs)
     rows.add(
         "processes",
         "engine processes",
@@ -735,7 +735,7 @@ def _row_processes(rows: _Rows, facts: dict[str, Any]) -> None:
     )
 
 
-def _short(cmdline: str, width: int = 72) -> str:
+def short_sha(cmdline: str, width: int = 72) -> str:
     return cmdline if len(cmdline) <= width else cmdline[: width - 1] + "…"
 
 

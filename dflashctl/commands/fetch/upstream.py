@@ -107,7 +107,7 @@ def _pinned_commit(
     if entry_revision is not None:
         return entry_revision, "registry"
     if directory is not None and (directory / LOCK_NAME).is_file():
-        from dflashctl.commands.fetch.run import read_lock
+        from dflashctl.drafter.lock import read_lock
 
         lock = read_lock(directory)
         if lock is not None and lock.get("repo") == target_repo:
@@ -146,15 +146,9 @@ def check_upstream(
     Raises UsageError (nothing pins the repo, bad arguments) and FetchError (the Hub failed:
     unknown repo or branch, gated, unreachable). Drift is data: `report.ok` is False.
     """
-    from dflashctl.commands.fetch.run import (
-        DEFAULT_PATTERNS,
-        HubEnv,
-        _hub_error,
-        _matches,
-        _quiet_hub,
-        default_directory,
-        resolve_target,
-    )
+    from dflashctl.commands.fetch.run import default_directory
+    from dflashctl.commands.fetch.target import DEFAULT_PATTERNS, resolve_target
+    from dflashctl.hub import HubEnv, hub_error, matches_any, quiet_hub
 
     branch = branch.strip()
     if not branch:
@@ -181,11 +175,11 @@ def check_upstream(
 
     api = HfApi(endpoint=env.endpoint)
     notes: list[str] = []
-    with _quiet_hub():
+    with quiet_hub():
         try:
             upstream = api.model_info(target.repo, revision=branch).sha
         except Exception as e:
-            raise _hub_error(e, repo=target.repo, revision=branch, env=env) from e
+            raise hub_error(e, repo=target.repo, revision=branch, env=env) from e
         if not isinstance(upstream, str) or not HEX40.fullmatch(upstream):
             raise FetchError(
                 f"{env.endpoint} returned no commit for {target.repo}@{branch}",
@@ -196,7 +190,7 @@ def check_upstream(
             try:
                 pinned = str(api.model_info(target.repo, revision=requested).sha)
             except Exception as e:
-                raise _hub_error(e, repo=target.repo, revision=requested, env=env) from e
+                raise hub_error(e, repo=target.repo, revision=requested, env=env) from e
             notes.append(f"'{requested}' resolved to commit {pinned}")
         report = UpstreamReport(
             repo=target.repo,
@@ -213,7 +207,7 @@ def check_upstream(
         try:
             before = _tree(api, target.repo, pinned)
         except Exception as e:
-            err = _hub_error(e, repo=target.repo, revision=pinned, env=env)
+            err = hub_error(e, repo=target.repo, revision=pinned, env=env)
             if "not found in" in err.message:
                 err = FetchError(
                     f"the pinned commit {pinned} is no longer in {target.repo} "
@@ -224,11 +218,11 @@ def check_upstream(
         try:
             after = _tree(api, target.repo, upstream)
         except Exception as e:
-            raise _hub_error(e, repo=target.repo, revision=upstream, env=env) from e
+            raise hub_error(e, repo=target.repo, revision=upstream, env=env) from e
 
     pins = {f.path: f.sha256 for f in target.entry.files if f.sha256} if target.entry else {}
-    names = sorted(n for n in set(before) | set(after) if _matches(n, patterns))
-    report.tracked = sum(1 for n in after if _matches(n, patterns))
+    names = sorted(n for n in set(before) | set(after) if matches_any(n, patterns))
+    report.tracked = sum(1 for n in after if matches_any(n, patterns))
     for name in names:
         old, new = before.get(name), after.get(name)
         pin = pins.get(name)
@@ -247,7 +241,7 @@ def check_upstream(
             old is not None
             and old.kind == "sha256"
             and old.hash != pin
-            and _matches(name, patterns)
+            and matches_any(name, patterns)
         ):
             report.notes.append(
                 f"{name} at the pinned commit has sha256 {old.hash[:12]}, not the registry's "

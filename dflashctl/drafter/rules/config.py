@@ -20,7 +20,7 @@ from dflashctl.drafter.config import (
     transformers_view,
 )
 from dflashctl.drafter.rules.base import DFLASH2_REQUIRED, Ctx, ids_pattern, mask_pattern, runs
-from dflashctl.drafter.rules.weights import _norm
+from dflashctl.drafter.rules.weights import norm_name
 
 
 def check_structure(c: Ctx) -> None:
@@ -613,7 +613,7 @@ def check_misc(c: Ctx) -> None:
         )
     draft_vocab = cfg.get("draft_vocab_size")
     if draft_vocab is not None and draft_vocab != cfg.get("vocab_size"):
-        has_d2t = c.header is not None and "d2t" in {_norm(n) for n in c.header.tensors}
+        has_d2t = c.header is not None and "d2t" in {norm_name(n) for n in c.header.tensors}
         c.add(
             "draft_vocab_size",
             "ok" if has_d2t else "warning",

@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dflashctl.drafter.config import (
-    is_int,
-)
+from dflashctl.drafter.config import is_int
 from dflashctl.drafter.header import FLOAT_DTYPES, Header
 from dflashctl.drafter.rules.base import Ctx, plural
 
@@ -20,7 +18,7 @@ _ALIASES = (
 )
 
 
-def _norm(name: str) -> str:
+def norm_name(name: str) -> str:
     for pattern, repl in _ALIASES:
         name = pattern.sub(repl, name)
     return name
@@ -37,7 +35,7 @@ def _human_bytes(n: int) -> str:
 
 def check_weights(c: Ctx, header: Header) -> None:
     cfg, r = c.cfg, c.r
-    tensors = {_norm(name): info for name, info in header.tensors.items()}
+    tensors = {norm_name(name): info for name, info in header.tensors.items()}
     files = ", ".join(p.name for p in header.files)
     float_dtypes = sorted({i.dtype for i in tensors.values() if i.dtype in FLOAT_DTYPES})
     c.add(
