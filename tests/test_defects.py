@@ -8,25 +8,21 @@ from pathlib import Path
 import pytest
 from drafter_files import drafter_config, write_checkpoint, write_drafter
 
-from dflashctl.defects import catalogue as defects
-from dflashctl.defects.catalogue import (
-    Facts,
-    likely_causes,
-    load_catalogue,
-    match,
-    parse_catalogue,
-    read_k_norm,
-)
+from dflashctl.defects.catalogue import load_catalogue, parse_catalogue
+from dflashctl.defects.k_norm import read_k_norm
+from dflashctl.defects.markdown import update_doc
+from dflashctl.defects.match import DefectMatch, likely_causes, match
+from dflashctl.defects.predicates import PREDICATES, Facts
 from dflashctl.errors import InputError
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
 
-def ids(matches: list[defects.DefectMatch]) -> list[str]:
+def ids(matches: list[DefectMatch]) -> list[str]:
     return [m.defect.id for m in matches]
 
 
-def one(facts: Facts, defect_id: str, **kw: bool) -> defects.DefectMatch | None:
+def one(facts: Facts, defect_id: str, **kw: bool) -> DefectMatch | None:
     found = [m for m in match(facts, **kw) if m.defect.id == defect_id]
     return found[0] if found else None
 
@@ -49,7 +45,7 @@ def test_catalogue_loads_with_the_required_entries():
     assert str(cat.engines["sglang"].dflash_since) == "0.5.11"
     for d in cat.defects:
         assert d.sources and d.fix and d.symptom and d.confirm
-        assert all(c.name in defects.PREDICATES for c in d.conditions)
+        assert all(c.name in PREDICATES for c in d.conditions)
 
 
 def test_unknown_bounds_stay_unknown():
@@ -430,7 +426,7 @@ def test_known_defects_doc_is_current(tmp_path: Path):
     doc = Path(__file__).resolve().parent.parent / "docs" / "known-defects.md"
     copy = tmp_path / "known-defects.md"
     copy.write_text(doc.read_text(encoding="utf-8"), encoding="utf-8")
-    assert not defects.update_doc(copy), "stale: run `python -m dflashctl.defects.catalogue`"
+    assert not update_doc(copy), "stale: run `python -m dflashctl.defects.markdown`"
     text = copy.read_text(encoding="utf-8")
     for d in load_catalogue().defects:
         assert f"### `{d.id}`" in text

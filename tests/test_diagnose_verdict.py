@@ -37,7 +37,8 @@ from dflashctl.commands.diagnose.run import (
     judge,
     load_prompt_file,
 )
-from dflashctl.defects.catalogue import Facts, match
+from dflashctl.defects.match import match
+from dflashctl.defects.predicates import Facts
 from dflashctl.drafter.config import resolve
 from dflashctl.errors import DflashError, InputError
 

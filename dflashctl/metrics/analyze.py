@@ -124,7 +124,8 @@ def known_defect_causes(state: MetricsState, alarm_kind: str) -> list[Cause]:
     "possible" and bury the causes that the metrics themselves point to."""
     if state.engine is None or state.engine_version is None:
         return []
-    from dflashctl.defects.catalogue import Facts, likely_causes
+    from dflashctl.defects.match import likely_causes
+    from dflashctl.defects.predicates import Facts
 
     facts = Facts(engine=state.engine, version=state.engine_version, build=state.engine_build)
     try:

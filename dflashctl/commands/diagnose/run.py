@@ -468,7 +468,7 @@ def _remote_k_norm(host: Any, python: str, drafter: str) -> Any:
     """The drafter's k_norm weights read on the host by hosts/facts.py (only those bytes)."""
     import shlex
 
-    from dflashctl.defects.catalogue import k_norm_from_facts as parse
+    from dflashctl.defects.k_norm import k_norm_from_facts as parse
     from dflashctl.hosts.probe import FACTS_SCRIPT
 
     args: dict[str, Any] = {"ports": [], "paths": [], "hub": None, "k_norm": drafter}
@@ -795,7 +795,7 @@ def _engine_defects(
     checked: list[str],
 ) -> list[Finding]:
     """The catalogue's known defects of the production engine that can lower acceptance."""
-    from dflashctl.defects.catalogue import Facts
+    from dflashctl.defects.predicates import Facts
 
     k_norm = None
     if not host.is_local:
@@ -826,7 +826,7 @@ def match_defects(facts: Any) -> list[Any]:
     one build only come back as possible, with the build as what was not checked."""
     import dataclasses
 
-    from dflashctl.defects.catalogue import match
+    from dflashctl.defects.match import match
 
     if facts.build is not None or facts.engine != "vllm":
         return match(facts, include_possible=True)

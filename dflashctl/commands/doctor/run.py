@@ -23,7 +23,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from dflashctl.defects import catalogue as dcat
+from dflashctl.defects.catalogue import Catalogue, load_catalogue
+from dflashctl.defects.k_norm import k_norm_from_facts
+from dflashctl.defects.match import DefectMatch, match
+from dflashctl.defects.predicates import Facts, infer_build, infer_runner, normalize_dist, public
 from dflashctl.drafter.config import V1_UNSUPPORTED, parse_json_object, resolve, target_text_config
 from dflashctl.errors import DflashError, InputError, UsageError
 from dflashctl.hosts.probe import FACTS_SCRIPT, Probe, open_probe
@@ -141,7 +144,7 @@ class DoctorReport:
     engine_why: str
     python: str
     checks: list[Check]
-    defects: list[dcat.DefectMatch]
+    defects: list[DefectMatch]
     facts: dict[str, Any]
 
     @property
@@ -560,7 +563,7 @@ def _row_engine(
     engine: str,
     dists: dict[str, str],
     python: str,
-    cat: dcat.Catalogue,
+    cat: Catalogue,
     build: str | None,
 ) -> None:
     if engine == "local":
@@ -592,7 +595,7 @@ def _row_engine(
     found = f"{version}{kind} from the {dist} distribution"
     if v is None:
         rows.add("engine", name, "warning", found + ": not a version doctor can compare", None)
-    elif dcat.public(v) < floor:
+    elif public(v) < floor:
         rows.add(
             "engine",
             name,
@@ -605,8 +608,8 @@ def _row_engine(
 
 
 def _rows_defects(
-    rows: _Rows, matches: list[dcat.DefectMatch], engine: str, version: str | None
-) -> list[dcat.DefectMatch]:
+    rows: _Rows, matches: list[DefectMatch], engine: str, version: str | None
+) -> list[DefectMatch]:
     shown = [m for m in matches if m.certainty != "possible"]
     for m in shown:
         d = m.defect
@@ -871,7 +874,7 @@ def _row_drafter(
     n_target: int | None,
     n_source: str | None,
     runner: str | None,
-    matches: list[dcat.DefectMatch],
+    matches: list[DefectMatch],
 ) -> None:
     r = resolve(cfg, n_target, runner or "v1")
     ids = r.fc_layer_ids
@@ -912,7 +915,7 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         raise UsageError("--num-speculative-tokens must be at least 1")
     if opts.hub_timeout <= 0:
         raise UsageError("--hub-timeout must be positive")
-    cat = dcat.load_catalogue()
+    cat = load_catalogue()
     probe = probe or open_probe(opts.host)
 
     drafter_cfg = _read_config(probe, opts.drafter, "drafter") if opts.drafter else None
@@ -941,7 +944,7 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         hub_timeout=opts.hub_timeout,
         k_norm=remote_k_norm,
     )
-    dists = {dcat.normalize_dist(k): str(v) for k, v in (facts.get("distributions") or {}).items()}
+    dists = {normalize_dist(k): str(v) for k, v in (facts.get("distributions") or {}).items()}
     if engine is None:
         engine = auto_engine(dists) or "local"
         engine_why = "auto: " + (
@@ -957,7 +960,7 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
     version, _dist = engine_version(engine, dists)
     n_target, n_source = _target_layers(opts.model, model_cfg, drafter_cfg)
 
-    dfacts = dcat.Facts(
+    dfacts = Facts(
         engine=engine,
         version=version,
         drafter_config=drafter_cfg,
@@ -965,11 +968,11 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         num_target_layers=n_target,
         env=facts.get("env") or {},
         distributions=dists,
-        k_norm=dcat.k_norm_from_facts(facts.get("k_norm")),
+        k_norm=k_norm_from_facts(facts.get("k_norm")),
     )
-    build = dcat.infer_build(dfacts)
-    runner, runner_why = dcat.infer_runner(dfacts, build)
-    matches = dcat.match(dfacts, cat, include_possible=True) if engine != "local" else []
+    build = infer_build(dfacts)
+    runner, runner_why = infer_runner(dfacts, build)
+    matches = match(dfacts, cat, include_possible=True) if engine != "local" else []
 
     rows = _Rows()
     py = facts.get("python") or {}
