@@ -22,18 +22,10 @@ import pytest
 from drafter_files import drafter_config, write_drafter
 
 from dflashctl.cli import app, main
-from dflashctl.commands.doctor.run import (
-    Check,
-    DoctorOptions,
-    DoctorReport,
-    GpuFacts,
-    _Rows,
-    _rows_disk,
-    _rows_flash_attn,
-    parse_apps_csv,
-    parse_gpu_csv,
-    run_doctor,
-)
+from dflashctl.commands.doctor.facts import parse_apps_csv, parse_gpu_csv
+from dflashctl.commands.doctor.report import Check, DoctorOptions, DoctorReport, GpuFacts
+from dflashctl.commands.doctor.rows import Rows, rows_disk, rows_flash_attn
+from dflashctl.commands.doctor.run import run_doctor
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PY = REPO / ".venv-vllm" / "bin" / "python"
@@ -257,9 +249,9 @@ def test_two_distributions_claiming_flash_attn(site, tmp_path, monkeypatch):
 
 
 def test_flash_attn_without_gpu_and_layout_judgement():
-    rows = _Rows()
+    rows = Rows()
     facts = {"distributions": {"flash-attn": "2.8.3"}, "flash_attn_claims": ["flash-attn"]}
-    _rows_flash_attn(rows, facts, GpuFacts(False, "nvidia-smi: not found"))
+    rows_flash_attn(rows, facts, GpuFacts(False, "nvidia-smi: not found"))
     assert rows.checks[0].status == "ok" and "no GPU to check it against" in rows.checks[0].found
 
 
@@ -415,7 +407,7 @@ def test_port_in_use_by_a_real_listening_socket():
 
 
 def test_disk_rows():
-    rows = _Rows()
+    rows = Rows()
     facts = {
         "paths": [
             {
@@ -434,7 +426,7 @@ def test_disk_rows():
             },
         ]
     }
-    _rows_disk(rows, facts, ["model", "drafter"])
+    rows_disk(rows, facts, ["model", "drafter"])
     assert [c.status for c in rows.checks] == ["warning", "ok"]
     assert rows.checks[0].found == "/m: 3.5 MB on disk; 5.0 GiB free on its filesystem"
 

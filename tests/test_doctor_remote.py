@@ -11,7 +11,8 @@ import pytest
 from drafter_files import write_drafter
 from sshd_fixture import Sshd, sshd_server
 
-from dflashctl.commands.doctor.run import DoctorOptions, run_doctor
+from dflashctl.commands.doctor.report import DoctorOptions
+from dflashctl.commands.doctor.run import run_doctor
 
 pytestmark = pytest.mark.ssh
 

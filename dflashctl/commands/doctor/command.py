@@ -57,7 +57,8 @@ def doctor(
       dflashctl doctor --engine vllm --python .venv-vllm/bin/python --drafter ./drafter --json
       dflashctl doctor --engine sglang --model /models/target --drafter /models/drafter -k 15
     """
-    from dflashctl.commands.doctor.run import DoctorOptions, run_doctor
+    from dflashctl.commands.doctor.report import DoctorOptions
+    from dflashctl.commands.doctor.run import run_doctor
 
     report = run_doctor(
         DoctorOptions(

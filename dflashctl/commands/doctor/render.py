@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from dflashctl.commands.doctor.run import DoctorReport
+from dflashctl.commands.doctor.report import DoctorReport
 from dflashctl.console import out, styled
 
 
