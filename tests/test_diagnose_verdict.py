@@ -27,20 +27,19 @@ from dflashctl.commands.diagnose.facts import (
     read_log_facts,
     tokenizer_mask_finding,
 )
-from dflashctl.commands.diagnose.run import (
-    NO_DRAFTS,
-    NOT_CONFIGURED,
+from dflashctl.commands.diagnose.run import load_prompt_file
+from dflashctl.commands.diagnose.verdict import (
     Figures,
     Floor,
     diverging_token,
     first_divergence,
     judge,
-    load_prompt_file,
 )
 from dflashctl.defects.match import match
 from dflashctl.defects.predicates import Facts
 from dflashctl.drafter.config import resolve
 from dflashctl.errors import DflashError, InputError
+from dflashctl.metrics.spec_probe import NO_DRAFTS, NOT_CONFIGURED
 
 DATA = Path(__file__).parent / "data" / "metrics"
 FLOOR = Floor(1.5, "dflashctl's default floor")
