@@ -34,7 +34,7 @@ class TestCoherence:
     )
     def test_loops_to_the_end(self, tail):
         c = ck.coherence_check(answer("def quicksort(items):\n    return " + tail))
-        assert c.status == "fail" and "repeated to the end" in c.message
+        assert c.status == "fail" and "repeated to the end" in c.found
 
     def test_repetition_in_the_middle_is_fine(self):
         text = "Step. " * 8 + QUICKSORT
@@ -43,15 +43,15 @@ class TestCoherence:
     def test_replacement_and_control_characters(self):
         c = ck.coherence_check(answer("abc \ufffd def \x07 ghi \x85 and some more ordinary text"))
         assert c.status == "fail"
-        assert "1 U+FFFD" in c.message and "2 control character(s)" in c.message
+        assert "1 U+FFFD" in c.found and "2 control character(s)" in c.found
 
     def test_trailing_replacement_at_the_cap_is_tolerated(self):
         c = ck.coherence_check(answer(QUICKSORT + "\ufffd", finish="length"))
-        assert c.status == "ok" and "cut by the token cap" in c.message
+        assert c.status == "ok" and "cut by the token cap" in c.found
 
     def test_tiny_alphabet(self):
         c = ck.coherence_check(answer("ab ba abab baba aabb bbaa abba baab ab ba ab"))
-        assert c.status == "fail" and "tiny alphabet: 2 distinct characters" in c.message
+        assert c.status == "fail" and "tiny alphabet: 2 distinct characters" in c.found
 
     def test_reasoning_text_is_judged_when_content_is_empty(self):
         c = answer("", reasoning="so so so so so so so so so so so so so so so ")
@@ -63,9 +63,9 @@ class TestRows:
     def test_finish_reasons(self):
         assert ck.finish_check(answer(), 256).status == "ok"
         capped = ck.finish_check(answer(finish="length", tokens=256), 256)
-        assert capped.status == "ok" and "--max-tokens cap (256)" in capped.message
+        assert capped.status == "ok" and "--max-tokens cap (256)" in capped.found
         short = ck.finish_check(answer(finish="length", tokens=100), 256)
-        assert short.status == "warning" and "context limit" in short.message
+        assert short.status == "warning" and "context limit" in short.found
         assert ck.finish_check(answer(finish="abort"), 256).status == "fail"
         assert ck.finish_check(answer(finish=None), 256).status == "fail"
 
@@ -75,15 +75,15 @@ class TestRows:
         assert ck.tokens_check(answer(tokens=None), 256).status == "warning"
         assert ck.tokens_check(answer("", tokens=5), 256).status == "fail"
         many = ck.tokens_check(answer("abc", tokens=200, events=2), 256)
-        assert many.status == "warning" and "decode to nothing" in many.message
+        assert many.status == "warning" and "decode to nothing" in many.found
         few = ck.tokens_check(answer(QUICKSORT * 3, tokens=10, events=10), 256)
-        assert few.status == "fail" and "too few tokens" in few.message
+        assert few.status == "fail" and "too few tokens" in few.found
 
     def test_content_fields(self):
         assert ck.content_check(answer()).status == "ok"
         r = answer("", reasoning="thinking about pivots", reasoning_field="reasoning")
         row = ck.content_check(r)
-        assert row.status == "ok" and "`reasoning`" in row.message
+        assert row.status == "ok" and "`reasoning`" in row.found
         r.finish_reason = "length"
         assert ck.content_check(r).status == "warning"
         assert ck.content_check(answer("")).status == "fail"
@@ -125,6 +125,6 @@ def test_repetition_loop_fails_unless_allowed_and_garbage_always_fails() -> None
     loop = "def quicksort(xs):\n    return " + "sg_" * 60
     assert ck.coherence_check(answer(loop)).status == ck.FAIL
     allowed = ck.coherence_check(answer(loop), allow_repetition=True)
-    assert allowed.status == ck.WARNING and "repeated to the end" in allowed.message
+    assert allowed.status == ck.WARNING and "repeated to the end" in allowed.found
     garbage = loop + "\ufffd\ufffd\x1e"
     assert ck.coherence_check(answer(garbage), allow_repetition=True).status == ck.FAIL

@@ -44,6 +44,9 @@ class TestHealthy:
         assert code == 0, d["checks"]
         assert d["ok"] is True
         assert all(c["status"] == "ok" for c in d["checks"]), d["checks"]
+        for c in d["checks"]:
+            assert set(c) == {"name", "status", "message", "prompt", "hint", "level"}
+            assert c["level"] == "ok"
         assert d["model"] == "fake/model"
         assert d["finish_reason"] == "stop"
         n = -(-len(QUICKSORT) // 4)  # one token a 4-character piece
@@ -141,8 +144,9 @@ class TestMisbehavingServers:
     def test_clean_end_without_done_is_a_warning(self, serve, monkeypatch, capsys):
         srv = serve(Behaviour(mode="no_done"))
         code, d, _ = smoke_json(monkeypatch, capsys, srv.url, *FAST)
-        assert code == 0
+        assert code == 0 and d["ok"] is True  # a warning never fails
         assert rows(d, "http")[0]["status"] == "warning"
+        assert rows(d, "http")[0]["level"] == "warning"
 
     def test_degenerate_text(self, serve, monkeypatch, capsys):
         text = "Here is the function. " + "the cat sat on the mat, " * 30

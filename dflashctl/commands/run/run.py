@@ -326,7 +326,7 @@ def _smoke(run: HostRun, hp: HostPlan, p: Any) -> StepResult:
     if run.mean_acceptance_length:
         parts.append(f"acceptance length {run.mean_acceptance_length:.2f}")
     if not rep.ok:
-        parts.append("failed: " + "; ".join(c.message for c in rep.failed[:2]))
+        parts.append("failed: " + "; ".join(c.found for c in rep.failed[:2]))
     hint = next((c.hint for c in rep.failed if c.hint), None)
     return StepResult(
         "smoke", "ok" if rep.ok else "fail", ", ".join(parts), detail=rep.to_json(), hint=hint

@@ -1,5 +1,6 @@
 """The smoke test's checks on one answer: content, finish reason, token count, coherence; and the
-speed checks across answers. Pure functions returning `Check` rows; no I/O, no printing.
+speed checks across answers. Pure functions returning `Row`s (dflashctl/report.py); no I/O, no
+printing.
 
 Coherence looks for what a broken deployment produces at temperature 0: a token or phrase
 repeated to the end, U+FFFD replacement characters (invalid UTF-8: a vocabulary or tokenizer
@@ -9,12 +10,9 @@ mismatch), control bytes, and a tiny alphabet. It cannot judge whether an answer
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
-from typing import Any
 
+from dflashctl.report import FAIL, OK, SKIP, WARNING, Row
 from dflashctl.server.client import Completion
-
-OK, FAIL, WARNING, SKIP = "ok", "fail", "warning", "skip"
 
 MAX_PERIOD = 200  # longest repeated unit looked for, in characters
 TAIL = 6000  # only the end of a long answer is examined for repetition
@@ -28,172 +26,162 @@ MIN_CHARS_PER_TOKEN = 0.2  # below: most tokens decode to nothing
 _ALLOWED_CONTROL = {"\t", "\n", "\r"}
 
 
-@dataclass
-class Check:
-    name: str
-    status: str  # ok | fail | warning | skip
-    message: str
-    prompt: str | None = None
-    hint: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.prompt} · {self.name}" if self.prompt else self.name
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "message": self.message,
-            "prompt": self.prompt,
-            "hint": self.hint,
-        }
+# smoke's documented JSON keys -> the Row attribute each shows
+JSON_KEYS = {
+    "name": "name",
+    "status": "status",
+    "message": "found",
+    "prompt": "prompt",
+    "hint": "hint",
+}
 
 
 # ---- one answer ---------------------------------------------------------------------------------
 
 
-def http_check(c: Completion) -> Check:
+def http_check(c: Completion) -> Row:
     if c.error:
-        return Check("http", FAIL, c.error, c.prompt_id, c.hint)
+        return Row("http", FAIL, c.error, prompt=c.prompt_id, hint=c.hint)
     extra = f"; {'; '.join(c.notes)}" if c.notes else ""
-    return Check(
+    return Row(
         "http",
         WARNING if c.notes else OK,
         f"200, a complete SSE stream ({c.events} events){extra}",
-        c.prompt_id,
+        prompt=c.prompt_id,
     )
 
 
-def content_check(c: Completion) -> Check:
+def content_check(c: Completion) -> Row:
     if c.content:
         also = ""
         if c.reasoning:
             also = f" (and {len(c.reasoning)} in `{c.reasoning_field}`)"
-        return Check("content", OK, f"{len(c.content)} characters in `content`{also}", c.prompt_id)
+        return Row(
+            "content", OK, f"{len(c.content)} characters in `content`{also}", prompt=c.prompt_id
+        )
     if c.reasoning:
         where = f"`{c.reasoning_field}`"
         if c.finish_reason == "length":
-            return Check(
+            return Row(
                 "content",
                 WARNING,
                 f"`content` is empty: the model was still reasoning ({len(c.reasoning)} "
                 f"characters in {where}) when max_tokens cut it; judged the reasoning text",
-                c.prompt_id,
-                "raise --max-tokens to see the answer itself",
+                prompt=c.prompt_id,
+                hint="raise --max-tokens to see the answer itself",
             )
-        return Check(
+        return Row(
             "content",
             OK,
             f"`content` is empty; the answer is in {where} ({len(c.reasoning)} characters): a "
             "reasoning model, checked that field",
-            c.prompt_id,
+            prompt=c.prompt_id,
         )
-    return Check(
+    return Row(
         "content",
         FAIL,
         "empty answer: no text in `content`, `reasoning` or `reasoning_content`"
         + (f" ({c.completion_tokens} tokens reported)" if c.completion_tokens else ""),
-        c.prompt_id,
-        "the model stopped at once (an end-of-sequence token first: a wrong chat template?) or "
-        "produced only special tokens",
+        prompt=c.prompt_id,
+        hint="the model stopped at once (an end-of-sequence token first: a wrong chat template?) "
+        "or produced only special tokens",
     )
 
 
-def finish_check(c: Completion, max_tokens: int) -> Check:
+def finish_check(c: Completion, max_tokens: int) -> Row:
     r = c.finish_reason
     if r == "stop":
-        return Check("finish_reason", OK, "stop", c.prompt_id)
+        return Row("finish_reason", OK, "stop", prompt=c.prompt_id)
     if r == "length":
         if c.completion_tokens == max_tokens:
-            return Check(
+            return Row(
                 "finish_reason",
                 OK,
                 f"length: the answer hit the --max-tokens cap ({max_tokens}); that is expected "
                 "for a long answer",
-                c.prompt_id,
+                prompt=c.prompt_id,
             )
         got = c.completion_tokens if c.completion_tokens is not None else "an unknown number of"
-        return Check(
+        return Row(
             "finish_reason",
             WARNING,
             f"length after {got} tokens, not the --max-tokens cap ({max_tokens}): the context "
             "limit (max_model_len) cut it",
-            c.prompt_id,
-            "the prompt plus max_tokens exceed the server's context; lower --max-tokens",
+            prompt=c.prompt_id,
+            hint="the prompt plus max_tokens exceed the server's context; lower --max-tokens",
         )
     if r is None:
-        return Check("finish_reason", FAIL, "no finish_reason in the stream", c.prompt_id)
-    return Check(
+        return Row("finish_reason", FAIL, "no finish_reason in the stream", prompt=c.prompt_id)
+    return Row(
         "finish_reason",
         FAIL,
         f"{r!r} (expected stop, or length at the cap)",
-        c.prompt_id,
-        "abort/error: the engine gave up on the request; read its log",
+        prompt=c.prompt_id,
+        hint="abort/error: the engine gave up on the request; read its log",
     )
 
 
-def tokens_check(c: Completion, max_tokens: int) -> Check:
+def tokens_check(c: Completion, max_tokens: int) -> Row:
     n, text = c.completion_tokens, c.content + c.reasoning
     if n is None:
-        return Check(
+        return Row(
             "completion_tokens",
             WARNING,
             f"the stream carried no usage (stream_options.include_usage ignored); "
             f"{c.text_events} text events",
-            c.prompt_id,
-            "decode speed cannot be measured without the token count",
+            prompt=c.prompt_id,
+            hint="decode speed cannot be measured without the token count",
         )
     if n > max_tokens:
-        return Check(
+        return Row(
             "completion_tokens",
             FAIL,
             f"{n} tokens reported, more than max_tokens {max_tokens}",
-            c.prompt_id,
+            prompt=c.prompt_id,
         )
     if n == 0:
         status = FAIL if text else WARNING
-        return Check("completion_tokens", status, f"0 tokens reported for {len(text)} characters")
+        return Row("completion_tokens", status, f"0 tokens reported for {len(text)} characters")
     if not text:
-        return Check(
+        return Row(
             "completion_tokens",
             FAIL,
             f"{n} tokens reported but no text arrived",
-            c.prompt_id,
-            "the tokens decode to nothing: special tokens only, or a tokenizer mismatch",
+            prompt=c.prompt_id,
+            hint="the tokens decode to nothing: special tokens only, or a tokenizer mismatch",
         )
     if c.text_events > n:
-        return Check(
+        return Row(
             "completion_tokens",
             FAIL,
             f"{n} tokens reported but the text came in {c.text_events} pieces (each piece needs "
             "at least one token)",
-            c.prompt_id,
-            "usage is miscounted by the server (or a proxy rewrote the stream)",
+            prompt=c.prompt_id,
+            hint="usage is miscounted by the server (or a proxy rewrote the stream)",
         )
     ratio = len(text) / n
     if ratio > MAX_CHARS_PER_TOKEN:
-        return Check(
+        return Row(
             "completion_tokens",
             FAIL,
             f"{n} tokens for {len(text)} characters ({ratio:.1f} characters a token): too few "
             "tokens for the text",
-            c.prompt_id,
-            "usage is miscounted by the server",
+            prompt=c.prompt_id,
+            hint="usage is miscounted by the server",
         )
     if ratio < MIN_CHARS_PER_TOKEN:
-        return Check(
+        return Row(
             "completion_tokens",
             WARNING,
             f"{n} tokens for only {len(text)} characters: most tokens decode to nothing",
-            c.prompt_id,
-            "special or partial tokens in the output: a tokenizer or vocabulary mismatch?",
+            prompt=c.prompt_id,
+            hint="special or partial tokens in the output: a tokenizer or vocabulary mismatch?",
         )
-    return Check(
+    return Row(
         "completion_tokens",
         OK,
         f"{n} tokens for {len(text)} characters ({ratio:.1f} a token)",
-        c.prompt_id,
+        prompt=c.prompt_id,
     )
 
 
@@ -217,12 +205,12 @@ def repeated_tail(text: str) -> tuple[str, int] | None:
     return s[n - p :], covered
 
 
-def coherence_check(c: Completion, allow_repetition: bool = False) -> Check:
+def coherence_check(c: Completion, allow_repetition: bool = False) -> Row:
     """Garbage fails. A repetition loop alone is a warning with `allow_repetition` (tiny test
     models, like the demo pair, loop under greedy decoding; a production model must not)."""
     text = c.text
     if not text:
-        return Check("coherence", SKIP, "no text to judge", c.prompt_id)
+        return Row("coherence", SKIP, "no text to judge", prompt=c.prompt_id)
     problems: list[str] = []
     everything = c.content + c.reasoning
     bad = everything.count("\ufffd")
@@ -251,35 +239,35 @@ def coherence_check(c: Completion, allow_repetition: bool = False) -> Check:
         shown = "".join(sorted(letters))
         problems.append(f"a tiny alphabet: {len(letters)} distinct characters ({shown!r})")
     if problems:
-        return Check(
+        return Row(
             "coherence",
             FAIL,
             "; ".join(problems),
-            c.prompt_id,
-            "garbage at temperature 0 means the target itself is broken: wrong weights, dtype or "
-            "tokenizer, or a broken kernel (speculation is lossless and cannot cause it)",
+            prompt=c.prompt_id,
+            hint="garbage at temperature 0 means the target itself is broken: wrong weights, dtype "
+            "or tokenizer, or a broken kernel (speculation is lossless and cannot cause it)",
         )
     if loop is not None:
-        return Check(
+        return Row(
             "coherence",
             WARNING,
             loop + " (allowed: --allow-repetition)",
-            c.prompt_id,
-            "expected of a tiny test model; a production model that loops at temperature 0 "
+            prompt=c.prompt_id,
+            hint="expected of a tiny test model; a production model that loops at temperature 0 "
             "has a broken target",
         )
     note = ""
     if trailing_only:
         note = " (one trailing U+FFFD: a character cut by the token cap)"
-    return Check(
+    return Row(
         "coherence",
         OK,
         f"no repetition loop, replacement or control characters{note}",
-        c.prompt_id,
+        prompt=c.prompt_id,
     )
 
 
-def answer_checks(c: Completion, max_tokens: int, allow_repetition: bool = False) -> list[Check]:
+def answer_checks(c: Completion, max_tokens: int, allow_repetition: bool = False) -> list[Row]:
     """Every per-answer row; only the http row when the exchange itself failed."""
     if c.error:
         return [http_check(c)]
@@ -307,43 +295,43 @@ def median_ttft(cs: list[Completion]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def speed_check(tps: float | None, floor: float | None) -> Check:
+def speed_check(tps: float | None, floor: float | None) -> Row:
     if tps is None:
         status = FAIL if floor is not None else SKIP
-        return Check(
+        return Row(
             "decode_speed",
             status,
             "no decode speed: too few tokens or no token counts",
             hint="raise --max-tokens" if floor is not None else None,
         )
     if floor is None:
-        return Check(
+        return Row(
             "decode_speed",
             OK,
             f"{tps:.1f} tokens/s decode (after the first token); no floor given "
             "(--min-tokens-per-s)",
         )
     if tps < floor:
-        return Check(
+        return Row(
             "decode_speed",
             FAIL,
             f"{tps:.1f} tokens/s decode, below --min-tokens-per-s {floor:g}",
             hint="compare with a plain server: --baseline URL; a low acceptance makes "
             "speculation slower than none",
         )
-    return Check("decode_speed", OK, f"{tps:.1f} tokens/s decode (floor {floor:g})")
+    return Row("decode_speed", OK, f"{tps:.1f} tokens/s decode (floor {floor:g})")
 
 
 def baseline_checks(
     ours: list[Completion], base: list[Completion], ours_tps: float | None, base_url: str
-) -> list[Check]:
+) -> list[Row]:
     """Speedup over a server without speculation, and the lossless check (identical greedy
     output for identical prompts)."""
     failed = [b for b in base if not b.ok]
     if failed:
         b = failed[0]
         return [
-            Check(
+            Row(
                 "baseline",
                 FAIL,
                 f"the baseline {base_url} failed on {b.prompt_id}: {b.error}",
@@ -353,13 +341,13 @@ def baseline_checks(
     rows = []
     base_tps = decode_speed(base)
     if ours_tps is None or base_tps is None:
-        rows.append(Check("speedup", SKIP, "no decode speed on one side: too few tokens"))
+        rows.append(Row("speedup", SKIP, "no decode speed on one side: too few tokens"))
     else:
         x = ours_tps / base_tps
         msg = f"{x:.2f}x: {ours_tps:.1f} vs {base_tps:.1f} tokens/s decode on the baseline"
         if x < 1.0:
             rows.append(
-                Check(
+                Row(
                     "speedup",
                     FAIL,
                     msg + ": speculation is slower than no speculation",
@@ -368,7 +356,7 @@ def baseline_checks(
                 )
             )
         else:
-            rows.append(Check("speedup", OK, msg))
+            rows.append(Row("speedup", OK, msg))
     pairs = {c.prompt_id: c for c in ours if c.ok}
     diffs = []
     for b in base:
@@ -386,10 +374,10 @@ def baseline_checks(
                 f"({a_text[at : at + 20]!r} vs {b_text[at : at + 20]!r})"
             )
     if not pairs:
-        rows.append(Check("lossless", SKIP, "no answer to compare"))
+        rows.append(Row("lossless", SKIP, "no answer to compare"))
     elif diffs:
         rows.append(
-            Check(
+            Row(
                 "lossless",
                 FAIL,
                 "greedy output differs from the baseline: " + "; ".join(diffs),
@@ -400,6 +388,6 @@ def baseline_checks(
         )
     else:
         rows.append(
-            Check("lossless", OK, f"greedy output identical to the baseline ({len(pairs)} prompts)")
+            Row("lossless", OK, f"greedy output identical to the baseline ({len(pairs)} prompts)")
         )
     return rows

@@ -67,7 +67,7 @@ def checks_table(report: SmokeReport) -> Table:
     t.add_column("status", no_wrap=True)
     t.add_column("detail", overflow="fold")
     for c in report.checks:
-        detail = escape(c.message)
+        detail = escape(c.found)
         if c.hint and c.status in ("fail", "warning"):
             detail += f"\n[dim]hint: {escape(c.hint)}[/dim]"
         t.add_row(escape(c.label), styled(c.status), detail)

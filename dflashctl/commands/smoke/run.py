@@ -36,6 +36,7 @@ from dflashctl.metrics.spec_probe import (
     SpecResult,
 )
 from dflashctl.metrics.window import Finding
+from dflashctl.report import Row, rows_ok
 from dflashctl.server.client import Completion, list_models, make_client, normalize_url, stream_chat
 from dflashctl.server.targets import resolve_target
 
@@ -102,7 +103,7 @@ class SmokeReport:
     model: str | None
     max_tokens: int
     completions: list[Completion]
-    checks: list[ck.Check]
+    checks: list[Row]
     spec: SpecResult | None = None
     findings: list[Finding] = field(default_factory=list)
     baseline_url: str | None = None
@@ -112,11 +113,11 @@ class SmokeReport:
 
     @property
     def ok(self) -> bool:
-        return not any(c.status == ck.FAIL for c in self.checks)
+        return rows_ok(self.checks)
 
     @property
-    def failed(self) -> list[ck.Check]:
-        return [c for c in self.checks if c.status == ck.FAIL]
+    def failed(self) -> list[Row]:
+        return [c for c in self.checks if c.failed]
 
     @property
     def completion_tokens(self) -> int | None:
@@ -137,7 +138,7 @@ class SmokeReport:
             "ok": self.ok,
             "url": self.url,
             "model": self.model,
-            "checks": [c.to_json() for c in self.checks],
+            "checks": [c.to_json(ck.JSON_KEYS) for c in self.checks],
             "completion_tokens": self.completion_tokens,
             "finish_reason": self.finish_reason,
             "ttft_s": _r(self.ttft_s, 4),
@@ -240,13 +241,13 @@ def _run(
     sleep: Callable[[float], None],
 ) -> SmokeReport:
     log, where = log_where
-    checks: list[ck.Check] = []
+    checks: list[Row] = []
     report = SmokeReport(url, model, opts.max_tokens, [], checks, baseline_url=base_url)
     with make_client(opts.timeout) as client:
         if model is None:
             ids, err, hint = list_models(client, url)
             if err:
-                checks.append(ck.Check("http", ck.FAIL, err, "/v1/models", hint))
+                checks.append(Row("http", ck.FAIL, err, prompt="/v1/models", hint=hint))
                 return report
             model = ids[0]
             report.model = model
@@ -286,7 +287,7 @@ def _run(
                 say(f"✗ {p.id}: {c.error}")
                 rest = prompts[len(report.completions) :]
                 checks.extend(
-                    ck.Check("http", ck.SKIP, "not sent after the failure above", r.id)
+                    Row("http", ck.SKIP, "not sent after the failure above", prompt=r.id)
                     for r in rest
                 )
                 break
@@ -373,29 +374,29 @@ def _summary(spec: SpecResult) -> str:
     return ", ".join(parts)
 
 
-def spec_check(spec: SpecResult | None, expect_no_spec: bool) -> ck.Check:
+def spec_check(spec: SpecResult | None, expect_no_spec: bool) -> Row:
     """One row for speculation: the window's verdict under `dflashctl metrics`' alarms."""
     name = "speculation"
     if spec is None:
-        return ck.Check(name, ck.SKIP, "no answer arrived: nothing to measure")
+        return Row(name, ck.SKIP, "no answer arrived: nothing to measure")
     src = "the counters" if spec.source == "prometheus" else "the log"
     if expect_no_spec:
         if spec.state == NOT_CONFIGURED:
-            return ck.Check(name, ck.OK, "no speculation configured, as --expect-no-spec says")
+            return Row(name, ck.OK, "no speculation configured, as --expect-no-spec says")
         if spec.state == NO_DRAFTS:
-            return ck.Check(name, ck.OK, "nothing drafted, as --expect-no-spec says")
+            return Row(name, ck.OK, "nothing drafted, as --expect-no-spec says")
         if spec.state == SPECULATING:
-            return ck.Check(
+            return Row(
                 name,
                 ck.FAIL,
                 f"the server speculates ({_summary(spec)}) but --expect-no-spec says it should "
                 "not: this is no plain baseline",
             )
-        return ck.Check(name, ck.WARNING, f"could not confirm: {spec.message}")
+        return Row(name, ck.WARNING, f"could not confirm: {spec.message}")
     alarms = [f for f in spec.findings if f.severity == "alarm"]
     warnings = [f for f in spec.findings if f.severity != "alarm"]
     if spec.state == NOT_CONFIGURED:
-        return ck.Check(
+        return Row(
             name,
             ck.FAIL,
             f"no speculation configured: {src} show no speculative decoding at all",
@@ -403,13 +404,13 @@ def spec_check(spec: SpecResult | None, expect_no_spec: bool) -> ck.Check:
             "--speculative-algorithm DFLASH); for a plain baseline pass --expect-no-spec",
         )
     if spec.state == NO_DRAFTS:
-        return ck.Check(
+        return Row(
             name,
             ck.FAIL,
             alarms[0].message if alarms else "nothing was drafted for the smoke requests",
         )
     if spec.state == UNREADABLE:
-        return ck.Check(
+        return Row(
             name,
             ck.FAIL,
             spec.message + ": nothing shows that speculation ran",
@@ -417,18 +418,16 @@ def spec_check(spec: SpecResult | None, expect_no_spec: bool) -> ck.Check:
             "/metrics only with --enable-metrics",
         )
     if spec.state == NO_LINES:
-        return ck.Check(name, ck.FAIL, spec.message)
+        return Row(name, ck.FAIL, spec.message)
     assert spec.state == SPECULATING
     if alarms:
         kinds = ", ".join(dict.fromkeys(f.kind for f in alarms))
-        return ck.Check(
+        return Row(
             name,
             ck.FAIL,
             f"{kinds}: {alarms[0].message}",
             hint="likely causes are listed under Findings",
         )
     if warnings:
-        return ck.Check(
-            name, ck.WARNING, f"{_summary(spec)}; {warnings[0].kind}: {warnings[0].message}"
-        )
-    return ck.Check(name, ck.OK, f"{_summary(spec)} (from {src})")
+        return Row(name, ck.WARNING, f"{_summary(spec)}; {warnings[0].kind}: {warnings[0].message}")
+    return Row(name, ck.OK, f"{_summary(spec)} (from {src})")
