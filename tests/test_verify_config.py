@@ -19,9 +19,9 @@ from dflashctl.drafter import registry
 from dflashctl.drafter.check import check_drafter
 from dflashctl.drafter.fix import read_for_fix, write_fixed
 from dflashctl.drafter.header import read_header
-from dflashctl.drafter.rules.base import Check
 from dflashctl.drafter.verify import run_verify
 from dflashctl.errors import ConfigWriteError, InputError, UsageError
+from dflashctl.report import Row
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parent.parent
@@ -48,12 +48,12 @@ def drafter_dir(tmp_path: Path, name: str = QWEN36, cfg: dict | None = None) -> 
     return folder
 
 
-def by_field(checks: list[Check]) -> dict[str, Check]:
-    return {c.field: c for c in checks}
+def by_field(checks: list[Row]) -> dict[str, Row]:
+    return {c.name: c for c in checks}
 
 
-def failed(checks: list[Check]) -> dict[str, Check]:
-    return {c.field: c for c in checks if c.failed}
+def failed(checks: list[Row]) -> dict[str, Row]:
+    return {c.name: c for c in checks if c.failed}
 
 
 ENTRY = registry.get_entry(QWEN36)
@@ -348,7 +348,7 @@ class TestRunVerify:
         assert data["aux_layers"]["captured"] == [2, 17, 32, 47, 62]
         assert [row["window"] for row in data["layers"]] == [2048] * 4 + [None]
         for check in data["checks"]:
-            assert set(check) == {"field", "status", "found", "expected", "hint"}
+            assert set(check) == {"field", "status", "found", "expected", "hint", "level"}
 
     def test_sharded_weights(self, tmp_path: Path):
         folder = drafter_dir(tmp_path)
@@ -589,6 +589,8 @@ class TestCli:
         assert data["ok"] is False
         statuses = {c["field"]: c["status"] for c in data["checks"]}
         assert statuses["dflash_config.mask_token_id"] == "mismatch"
+        levels = {"ok": "ok", "warning": "warning", "mismatch": "fail", "missing": "fail"}
+        assert all(c["level"] == levels.get(c["status"], "fail") for c in data["checks"])
         assert {c["status"] for c in data["checks"]} <= {
             "ok",
             "mismatch",

@@ -2,7 +2,8 @@
 
 `check_drafter()` is pure: it compares a config (and optionally the safetensors header and the
 target's config) with the registry's canonical values and with the rules that need no registry
-(`rules/`), and returns one `Check` per row; a failed check is data, not an exception.
+(`rules/`), and returns one `Row` (dflashctl/report.py) per checked thing; a failed check is
+data, not an exception.
 `drafter.verify` reads the files, runs it, applies `--fix` and builds the `VerifyReport`.
 Nothing here prints or exits. Facts: shared dflash-facts.md §2–§8; field resolution mirrors
 vLLM 0.32 through `drafter.config.resolve()`.
@@ -25,7 +26,7 @@ from dflashctl.drafter.config import (
 from dflashctl.drafter.header import Header
 from dflashctl.drafter.registry import DrafterEntry, Identification
 from dflashctl.drafter.report import VerifyReport, layer_table, read_lock, registry_rows
-from dflashctl.drafter.rules.base import ENGINES, Check, Ctx
+from dflashctl.drafter.rules.base import ENGINES, Ctx
 from dflashctl.drafter.rules.config import (
     check_block,
     check_layer_ids,
@@ -39,6 +40,7 @@ from dflashctl.drafter.rules.target import check_engine, check_target
 from dflashctl.drafter.rules.weights import check_weights
 from dflashctl.drafter.schema import require_types
 from dflashctl.errors import UsageError
+from dflashctl.report import Row
 
 
 def _n_target_layers(
@@ -64,7 +66,7 @@ def check_drafter(
     target: dict[str, Any] | None = None,
     header: Header | None = None,
     engine: str = "vllm",
-) -> list[Check]:
+) -> list[Row]:
     """All checks of one drafter config (pure). `target` is the target's config (its text part
     is used), `header` the drafter's safetensors tensor table, `engine` vllm|sglang|local."""
     return context(cfg, entry=entry, target=target, header=header, engine=engine).checks
@@ -158,12 +160,12 @@ def verify_local(
         target_file = config_path(target)
         target_cfg = read_json_object(target_file, what="target config")
 
-    def evaluate(data: dict[str, Any]) -> tuple[list[Check], Ctx]:
+    def evaluate(data: dict[str, Any]) -> tuple[list[Row], Ctx]:
         ctx = context(data, entry=entry, target=target_cfg, header=header, engine=engine)
         rows = registry_rows(directory, cfg_file, entry, ident, lock)
         if header is None:
             rows.append(
-                Check(
+                Row(
                     "weights",
                     "warning",
                     None,

@@ -13,7 +13,8 @@ from dflashctl.drafter.config import (
     read_json_object,
 )
 from dflashctl.drafter.registry import LOCK_NAME, DrafterEntry, Identification
-from dflashctl.drafter.rules.base import STATUSES, Check
+from dflashctl.drafter.rules.base import JSON_KEYS, STATUSES
+from dflashctl.report import Row, rows_ok
 
 
 @dataclass
@@ -22,7 +23,7 @@ class VerifyReport:
 
     path: Path
     engine: str
-    checks: list[Check]
+    checks: list[Row]
     entry: DrafterEntry | None
     identification: Identification | None
     resolved: Resolved
@@ -32,11 +33,11 @@ class VerifyReport:
     weights: Path | None = None
     target: Path | None = None
     fix: Any = None  # drafter.fix.FixResult
-    checks_before: list[Check] | None = None
+    checks_before: list[Row] | None = None
 
     @property
     def ok(self) -> bool:
-        return not any(check.failed for check in self.checks)
+        return rows_ok(self.checks)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -57,7 +58,7 @@ class VerifyReport:
         entry = self.entry
         data: dict[str, Any] = {
             "ok": self.ok,
-            "checks": [check.to_json() for check in self.checks],
+            "checks": [check.to_json(JSON_KEYS) for check in self.checks],
             "path": str(self.path),
             "engine": self.engine,
             "counts": self.counts,
@@ -93,7 +94,7 @@ class VerifyReport:
                 ),
             }
         if self.checks_before is not None:
-            data["checks_before"] = [check.to_json() for check in self.checks_before]
+            data["checks_before"] = [check.to_json(JSON_KEYS) for check in self.checks_before]
         return data
 
 
@@ -146,12 +147,12 @@ def registry_rows(
     entry: DrafterEntry | None,
     ident: Identification | None,
     lock: dict[str, Any] | None,
-) -> list[Check]:
-    rows: list[Check] = []
+) -> list[Row]:
+    rows: list[Row] = []
     if entry is None:
         if ident is not None and ident.candidates:
             rows.append(
-                Check(
+                Row(
                     "registry",
                     "warning",
                     None,
@@ -162,7 +163,7 @@ def registry_rows(
             )
         else:
             rows.append(
-                Check(
+                Row(
                     "registry",
                     "ok",
                     None,
@@ -173,11 +174,11 @@ def registry_rows(
             )
         return rows
     how = ident.how if ident is not None else "--drafter"
-    rows.append(Check("registry", "ok", entry.repo, None, f"{how}; confidence {entry.confidence}"))
+    rows.append(Row("registry", "ok", entry.repo, None, f"{how}; confidence {entry.confidence}"))
     revision = (lock or {}).get("revision") or _revision_from_path(directory)
     if entry.revision is not None and isinstance(revision, str) and revision != entry.revision:
         rows.append(
-            Check(
+            Row(
                 "revision",
                 "warning",
                 revision,
@@ -189,7 +190,7 @@ def registry_rows(
         if spec.path == config_file.name and spec.sha256:
             digest = _sha256(config_file)
             rows.append(
-                Check(
+                Row(
                     f"sha256 {spec.path}",
                     "ok" if digest == spec.sha256 else "warning",
                     digest,

@@ -356,7 +356,7 @@ def _verify_drafter(plan_: Plan, host: Host) -> tuple[bool, list[str], str | Non
         report = verify_on_host(host, spec.drafter, target=target, engine=engine)
     failed = [c for c in report.checks if c.failed]
     lines = [
-        f"{c.field}: {c.status}, found {json.dumps(c.found, default=str)}"
+        f"{c.name}: {c.status}, found {json.dumps(c.found, default=str)}"
         + (f", expected {json.dumps(c.expected, default=str)}" if c.expected is not None else "")
         for c in failed
     ]

@@ -202,8 +202,8 @@ def _field_story(
             "verify-config",
             bool(failed),
             f"{len(failed)} stale field(s) named: "
-            + ", ".join(dict.fromkeys(c.field for c in failed)),
-            details=[f"{c.field}: found {c.found}, expected {c.expected}" for c in failed],
+            + ", ".join(dict.fromkeys(c.name for c in failed)),
+            details=[f"{c.name}: found {c.found}, expected {c.expected}" for c in failed],
         )
 
     if not _timed(report, on_story, verify):

@@ -442,9 +442,7 @@ def _config_findings(
     fix += f" --host {opts.host}" if opts.host else ""
     for c in report.checks:
         if c.failed:
-            msg = (
-                f"verify-config: {c.field} is {c.status}: found {json.dumps(c.found, default=str)}"
-            )
+            msg = f"verify-config: {c.name} is {c.status}: found {json.dumps(c.found, default=str)}"
             if c.expected is not None:
                 msg += f", expected {json.dumps(c.expected, default=str)}"
             out.append(Finding("config", msg, [c.hint] if c.hint else [], fix=fix))

@@ -196,7 +196,7 @@ def _render_verdict(report: Any) -> None:
         table.add_column(name, overflow="fold")
     for check in failed:
         table.add_row(
-            escape(check.field),
+            escape(check.name),
             styled(check.status),
             fmt(check.found),
             fmt(check.expected),

@@ -276,7 +276,7 @@ def _verify(hp: HostPlan, p: Any) -> StepResult:
         engine=engine,
         host=p.host,
     )
-    failed = [c.field for c in rep.checks if c.failed]
+    failed = [c.name for c in rep.checks if c.failed]
     summary = (
         f"{len(rep.checks)} checks passed"
         if rep.ok

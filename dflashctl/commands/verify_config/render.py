@@ -56,7 +56,7 @@ def render_verify(report: Any) -> None:
     table.add_column("hint", overflow="fold", ratio=6, min_width=16)
     for check in report.checks:
         table.add_row(
-            escape(check.field),
+            escape(check.name),
             styled(check.status),
             fmt(check.found),
             fmt(check.expected),

@@ -1,6 +1,6 @@
-"""The row of verify-config's verdict (`Check`), its statuses, and the context every rule
-writes into (`Ctx`: the config, the registry entry, the target, the header, the engine's
-reading)."""
+"""verify-config's statuses and JSON keys for its rows (`dflashctl.report.Row`), and the context
+every rule writes into (`Ctx`: the config, the registry entry, the target, the header, the
+engine's reading)."""
 
 from __future__ import annotations
 
@@ -14,39 +14,23 @@ from dflashctl.drafter.config import (
 )
 from dflashctl.drafter.header import Header
 from dflashctl.drafter.registry import DrafterEntry
+from dflashctl.report import Row
 
-STATUSES = ("ok", "mismatch", "missing", "invalid", "warning")
-FAILING = frozenset({"mismatch", "missing", "invalid"})
+STATUSES = ("ok", "mismatch", "missing", "invalid", "warning")  # levels: dflashctl/report.py
+# verify-config's documented JSON keys (SPEC.md) -> the Row attribute each shows
+JSON_KEYS = {
+    "field": "name",
+    "status": "status",
+    "found": "found",
+    "expected": "expected",
+    "hint": "hint",
+}
 ENGINES = ("vllm", "sglang", "local")
 DFLASH2_REQUIRED = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
 V2_HINT = (
     "needs vLLM's V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1; 0.32 picks V2 by default only "
     "where Triton is available, so never on the CPU build)"
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    """One row of the verdict: a field, its status, what was found, what was expected, why."""
-
-    field: str
-    status: str
-    found: Any = None
-    expected: Any = None
-    hint: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.status in FAILING
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "field": self.field,
-            "status": self.status,
-            "found": self.found,
-            "expected": self.expected,
-            "hint": self.hint,
-        }
 
 
 def plural(n: int, word: str) -> str:
@@ -128,7 +112,7 @@ class Ctx:
     n_target_source: str | None
     r: Resolved  # the engine's reading (vLLM: V1 runner, the one with the traps)
     r_v2: Resolved
-    checks: list[Check] = field(default_factory=list)
+    checks: list[Row] = field(default_factory=list)
 
     def add(
         self,
@@ -139,7 +123,7 @@ class Ctx:
         hint: str | None = None,
     ) -> None:
         assert status in STATUSES, status
-        self.checks.append(Check(name, status, found, expected, hint))
+        self.checks.append(Row(name, status, found, expected, hint))
 
     def canon(
         self,
