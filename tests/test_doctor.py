@@ -23,9 +23,11 @@ from drafter_files import drafter_config, write_drafter
 
 from dflashctl.cli import app, main
 from dflashctl.commands.doctor.facts import parse_apps_csv, parse_gpu_csv
-from dflashctl.commands.doctor.report import Check, DoctorOptions, DoctorReport, GpuFacts
+from dflashctl.commands.doctor.render import render_doctor
+from dflashctl.commands.doctor.report import DoctorOptions, DoctorReport, GpuFacts
 from dflashctl.commands.doctor.rows import Rows, rows_disk, rows_flash_attn
 from dflashctl.commands.doctor.run import run_doctor
+from dflashctl.report import Row
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PY = REPO / ".venv-vllm" / "bin" / "python"
@@ -120,7 +122,7 @@ def doctor(**kw) -> DoctorReport:
     return run_doctor(DoctorOptions(**kw))
 
 
-def row(report: DoctorReport, check_id: str) -> Check:
+def row(report: DoctorReport, check_id: str) -> Row:
     found = [c for c in report.checks if c.id == check_id]
     assert found, f"no {check_id} row in {[c.id for c in report.checks]}"
     return found[0]
@@ -236,7 +238,7 @@ def test_flash_attn_fit_to_the_gpu(site, tmp_path, monkeypatch, kind, dists, sta
     fa = row(doctor(engine="local"), "flash-attn")
     assert fa.status == status and text in fa.found
     if status == "error":
-        assert "flash-attn<3" in (fa.fix or "")
+        assert "flash-attn<3" in (fa.hint or "")
 
 
 def test_two_distributions_claiming_flash_attn(site, tmp_path, monkeypatch):
@@ -331,7 +333,8 @@ def test_vllm_cpu_venv_names_the_k_norm_defect(tmp_path, monkeypatch):
     assert k.status == "warning" and k.found.startswith("confirmed:")
     assert "differ between layers" in k.found
     assert [m.defect.id for m in r.defects] == ["vllm-cpu-context-k-norm"]
-    assert not r.ok
+    assert not k.failed  # a warning: shown, never fails
+    assert r.ok == (not any(c.status == "error" for c in r.checks))
 
 
 @needs_vllm
@@ -389,7 +392,7 @@ def test_leftover_engine_process_is_listed_and_left_alone(fake_engine_process):
     procs = row(r, "processes")
     assert procs.status == "warning"
     assert f"pid {fake_engine_process.pid} (vllm)" in procs.found
-    assert "never kills" in (procs.fix or "")
+    assert "never kills" in (procs.hint or "")
     assert fake_engine_process.poll() is None  # still running
 
 
@@ -497,7 +500,30 @@ def test_cli_json_and_exit_code(runner, tmp_path):
     assert set(data) >= {"ok", "host", "engine", "checks", "defects", "counts", "facts"}
     assert data["host"] == "local" and data["engine"] == "local"
     assert all(c["status"] in ("ok", "warning", "error", "skip") for c in data["checks"])
+    for c in data["checks"]:
+        assert set(c) == {"id", "name", "status", "found", "fix", "details", "hint", "level"}
+        assert c["hint"] == c["fix"]
+        assert c["level"] == {"error": "fail"}.get(c["status"], c["status"])
+    assert data["ok"] == (not any(c["status"] == "error" for c in data["checks"]))
     assert result.exit_code == (0 if data["ok"] else 1)
+
+
+def report_of(*statuses: str) -> DoctorReport:
+    rows = [Row(f"row {i}", s, "found", hint="do this", id=f"r{i}") for i, s in enumerate(statuses)]
+    return DoctorReport("local", "local", "--engine", "python3", rows, [], {})
+
+
+def test_warnings_never_fail_only_errors_do(capsys):
+    warned = report_of("ok", "warning", "skip")
+    assert warned.ok and warned.counts == {"ok": 1, "warning": 1, "error": 0, "skip": 1}
+    assert [c["level"] for c in warned.to_json()["checks"]] == ["ok", "warning", "skip"]
+    render_doctor(warned)
+    out = capsys.readouterr().out
+    assert "OK" in out and "1 warning(s)" in out and "PROBLEMS" not in out
+    failed = report_of("ok", "warning", "error")
+    assert not failed.ok and failed.to_json()["checks"][2]["level"] == "fail"
+    render_doctor(failed)
+    assert "PROBLEMS: 1 error(s), 1 warning(s)" in capsys.readouterr().out
 
 
 def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

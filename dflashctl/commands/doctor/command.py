@@ -50,7 +50,7 @@ def doctor(
     """Check the serving environment before launching: GPUs, driver, torch, flash-attn, engine
     version and known engine defects, GPU memory, leftover engines, port, disk, Hub and token.
 
-    Exit 0 all ok, 1 a warning or an error was found, 2 could not run.
+    Exit 0 no error (warnings are shown and never fail), 1 an error was found, 2 could not run.
 
     Examples:
       dflashctl doctor

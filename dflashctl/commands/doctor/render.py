@@ -25,7 +25,7 @@ def render_doctor(report: DoctorReport) -> None:
     table.add_column("found", overflow="fold", ratio=6, min_width=20)
     table.add_column("fix", overflow="fold", ratio=4, min_width=12)
     for c in report.checks:
-        fix = "see below" if c.id.startswith("defect:") else (c.fix or "")
+        fix = "see below" if (c.id or "").startswith("defect:") else (c.hint or "")
         table.add_row(escape(c.name), styled(c.status), escape(c.found), escape(fix))
     out.print(table)
 
@@ -45,6 +45,8 @@ def render_doctor(report: DoctorReport) -> None:
     n = report.counts
     if report.ok:
         verdict = f"[green]OK[/green]: {n['ok']} checks ok"
+        if n["warning"]:
+            verdict += f", {n['warning']} warning(s) (warnings never fail)"
     else:
         verdict = f"[red]PROBLEMS[/red]: {n['error']} error(s), {n['warning']} warning(s)"
     if n["skip"]:

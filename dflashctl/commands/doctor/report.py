@@ -1,4 +1,5 @@
-"""What `dflashctl doctor` reports: one `Check` row per fact judged, the options, the report."""
+"""What `dflashctl doctor` reports: one `Row` (dflashctl/report.py) per fact judged, the options,
+the report."""
 
 from __future__ import annotations
 
@@ -6,11 +7,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflashctl.defects.match import DefectMatch
+from dflashctl.report import Row, rows_ok
 
 ENGINES = ("vllm", "sglang", "local")
 
 
-STATUSES = ("ok", "warning", "error", "skip")
+STATUSES = ("ok", "warning", "error", "skip")  # levels: dflashctl/report.py
+
+# doctor's documented JSON keys -> the Row attribute each shows (`fix` and `hint` both the hint)
+JSON_KEYS = {
+    "id": "id",
+    "name": "name",
+    "status": "status",
+    "found": "found",
+    "fix": "hint",
+    "details": "details",
+    "hint": "hint",
+}
 
 
 DEFAULT_PORT = {"vllm": 8000, "sglang": 30000, "local": 8000}
@@ -42,28 +55,6 @@ GIB = 1024**3
 
 
 HUB_CACHE = "@hub-cache"  # hosts/facts.py resolves it on the host (HF_HUB_CACHE, HF_HOME, ~)
-
-
-@dataclass
-class Check:
-    """One row: what was checked, its status, what was found, and the fix when not ok."""
-
-    id: str
-    name: str
-    status: str
-    found: str
-    fix: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "status": self.status,
-            "found": self.found,
-            "fix": self.fix,
-            "details": self.details,
-        }
 
 
 @dataclass(frozen=True)
@@ -141,7 +132,7 @@ class DoctorReport:
     engine: str
     engine_why: str
     python: str
-    checks: list[Check]
+    checks: list[Row]
     defects: list[DefectMatch]
     facts: dict[str, Any]
 
@@ -151,7 +142,7 @@ class DoctorReport:
 
     @property
     def ok(self) -> bool:
-        return not any(c.status in ("warning", "error") for c in self.checks)
+        return rows_ok(self.checks)  # warnings never fail
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -161,7 +152,7 @@ class DoctorReport:
             "engine_why": self.engine_why,
             "python": self.python,
             "counts": self.counts,
-            "checks": [c.to_json() for c in self.checks],
+            "checks": [c.to_json(JSON_KEYS) for c in self.checks],
             "defects": [m.to_json() for m in self.defects],
             "facts": self.facts,
         }

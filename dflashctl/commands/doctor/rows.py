@@ -16,25 +16,24 @@ from dflashctl.commands.doctor.report import (
     PYTHON_ENV,
     STATUSES,
     VLLM_GPU_UTIL,
-    Check,
     GpuFacts,
 )
 from dflashctl.defects.catalogue import Catalogue
 from dflashctl.defects.match import DefectMatch
 from dflashctl.defects.predicates import public
+from dflashctl.report import Row
 
 
 class Rows:
     def __init__(self) -> None:
-        self.checks: list[Check] = []
+        self.checks: list[Row] = []
 
     def add(
         self, id: str, name: str, status: str, found: str, fix: str | None = None, **details: Any
     ) -> None:
         assert status in STATUSES
-        self.checks.append(
-            Check(id, name, status, found, fix if status != "ok" or fix else None, details)
-        )
+        hint = fix if status != "ok" or fix else None
+        self.checks.append(Row(name, status, found, hint=hint, id=id, details=details))
 
 
 def rows_gpu(rows: Rows, engine: str, build: str | None, g: GpuFacts) -> None:
