@@ -285,11 +285,12 @@ def test_k_norm_defect_named_on_an_engine_verdict_and_mitigated_by_the_plugin(tm
     (f,) = [x for x in defect_findings(ms, "engine", None) if x.defect == "vllm-cpu-context-k-norm"]
     assert f.severity == PROBLEM and "confirmed" in f.message and "per layer" in (f.fix or "")
     assert any("differ between layers" in e for e in f.evidence)
+    assert f.to_json()["level"] == "fail"  # a problem is the fail level (dflashctl/report.py)
     fixed = facts_of(KNORM)
     (n,) = [
         x for x in defect_findings(ms, "healthy", fixed) if x.defect == "vllm-cpu-context-k-norm"
     ]
-    assert n.severity == NOTE and "mitigated" in n.message
+    assert n.severity == NOTE and "mitigated" in n.message and n.level == "ok"
     (u,) = [
         x for x in defect_findings(ms, "healthy", None) if x.defect == "vllm-cpu-context-k-norm"
     ]
@@ -301,7 +302,7 @@ def test_k_norm_defect_named_on_an_engine_verdict_and_mitigated_by_the_plugin(tm
     (p,) = [x for x in ms if x.defect.id == "vllm-cpu-context-k-norm"]
     assert p.certainty == "possible" and any("pass --log" in u for u in p.unchecked)
     (w,) = [x for x in defect_findings(ms, "engine", None) if x.defect == "vllm-cpu-context-k-norm"]
-    assert w.severity == WARNING and "possibly" in w.message
+    assert w.severity == WARNING and "possibly" in w.message and w.level == "warning"
 
 
 # ---- prompts and divergence -------------------------------------------------------------

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflashctl import report
 from dflashctl.drafter.config import Resolved
 from dflashctl.metrics.log_parse import (
     SERVER_VERSION_RE,
@@ -35,6 +36,8 @@ from dflashctl.metrics.log_parse import (
 # ---- findings --------------------------------------------------------------------------------
 
 PROBLEM, WARNING, NOTE = "problem", "warning", "note"
+# a finding's severity -> its level (dflashctl/report.py): a problem fails, a note is ok
+LEVEL_OF = {PROBLEM: report.FAIL, WARNING: report.WARNING, NOTE: report.OK}
 
 
 @dataclass
@@ -49,6 +52,10 @@ class Finding:
     fix: str | None = None
     defect: str | None = None  # a catalogue id (defects.yaml)
 
+    @property
+    def level(self) -> str:
+        return LEVEL_OF[self.severity]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -57,6 +64,7 @@ class Finding:
             "evidence": self.evidence,
             "fix": self.fix,
             "defect": self.defect,
+            "level": self.level,
         }
 
 
