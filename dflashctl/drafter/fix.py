@@ -28,6 +28,7 @@ from dflashctl.drafter.config import SLIDING, rope_theta
 from dflashctl.drafter.registry import DrafterEntry
 from dflashctl.errors import ConfigWriteError, UsageError
 from dflashctl.files import backup_path, fsync_dir
+from dflashctl.report import Row, rows_ok
 
 # Fields that describe the weights: a difference means another checkpoint, not a stale value.
 STRUCTURAL = ("architectures", "num_hidden_layers", "hidden_size", "vocab_size")
@@ -360,10 +361,10 @@ def apply_fix(
     st0: os.stat_result,
     cfg: dict[str, Any],
     entry: DrafterEntry | None,
-    checks: list[Any],
+    checks: list[Row],
 ) -> FixResult:
     """Plan and write the fix; a no-op when the file already holds the canonical values."""
-    failing = any(getattr(c, "failed", False) for c in checks)
+    failing = not rows_ok(checks)
     new, changes = plan_fix(cfg, entry, failing=failing)
     if not changes:
         return FixResult(path, written=False, message="nothing to fix: the file already agrees")
