@@ -8,6 +8,7 @@ docs/metrics.md and ../shared/docs/engine-formats.md §2 and §6. No I/O, no pri
 from __future__ import annotations
 
 import calendar
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,11 @@ VLLM_OLD_WORKER_RE = re.compile(r"\((VllmWorker(?:Process)? rank=\d+)")
 SGL_PREFIX_RE = re.compile(
     r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)?((?: [A-Z]{2}\d+)*)\]"
 )
+# SGLang's rank tags without a date (a custom log format): "[DP0 TP0] Decode batch, …".
+SGL_TAGS_RE = re.compile(r"\[((?:DP|TP|PP|EP)\d+(?: (?:DP|TP|PP|EP)\d+)*)\]")
+# Any ISO-like date and time: Python logging's asctime ("2026-11-20 10:00:00,123"), docker
+# `logs -t` ("2026-11-20T10:00:00.123456789Z"), JSON loggers.
+ISO_TS_RE = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 SGL_DECODE_RE = re.compile(r"Decode batch(?: \[\d+\])?[.,]\s*")
 ENGINE_LABEL_RE = re.compile(r"(Engine \d+|\d+ Engines Aggregated):")
 
@@ -98,6 +104,11 @@ def line_info(text: str) -> LineInfo:
     if m:
         mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 6))
         ts = RawTs(None, mo, d, h, mi, s)
+    else:
+        iso = ISO_TS_RE.search(text, 0, 80)
+        if iso:
+            y, mo, d, h, mi, s = (int(iso.group(i)) for i in range(1, 7))
+            ts = RawTs(y, mo, d, h, mi, s)
     p = VLLM_PROC_RE.search(text, 0, m.start() if m else 120)
     if p:
         key = f"{p.group(1)} pid={p.group(2)}"
@@ -105,7 +116,36 @@ def line_info(text: str) -> LineInfo:
     o = VLLM_OLD_WORKER_RE.search(text, 0, 120)
     if o:
         return LineInfo(ts, o.group(1), o.group(1))
+    t = SGL_TAGS_RE.search(text, 0, 80) if "[" in text[:60] else None
+    if t:
+        tags = [x for x in t.group(1).split() if not x.startswith("TP")]
+        return LineInfo(ts, " ".join(tags), None)
     return LineInfo(ts, "", None)
+
+
+def unwrap_json(text: str) -> str:
+    """A JSON-formatted log record (`VLLM_LOGGING_CONFIG_PATH` with a JSON formatter, or a
+    collector's envelope) → "TIME LEVEL MESSAGE", so the line parsers see a plain line. Any
+    other text is returned as it is."""
+    s = text.lstrip()
+    if not s.startswith("{"):
+        return text
+    try:
+        obj = json.loads(s)
+    except ValueError:
+        return text
+    if not isinstance(obj, dict):
+        return text
+    msg = next((obj[k] for k in ("message", "msg", "log") if isinstance(obj.get(k), str)), None)
+    if msg is None:
+        return text
+    when = next(
+        (obj[k] for k in ("asctime", "timestamp", "time", "ts") if isinstance(obj.get(k), str)),
+        "",
+    )
+    level = next((obj[k] for k in ("levelname", "level") if isinstance(obj.get(k), str)), "")
+    inner = unwrap_json(msg.rstrip("\n")) if msg.lstrip().startswith("{") else msg.rstrip("\n")
+    return " ".join(x for x in (when, level, inner) if x)
 
 
 def timestamp_of(raw: bytes) -> RawTs | None:
@@ -123,13 +163,15 @@ def split_fields(body: str) -> list[tuple[str, str]]:
     for piece in body.strip().rstrip(".,").split(", "):
         if ": " in piece:
             label, _, value = piece.partition(": ")
-            out.append((label.strip().lower(), value.strip()))
+            # vLLM 0.5.x printed "Number of draft tokens tokens: …": one word twice
+            out.append((_DOUBLED_RE.sub(r"\1", label.strip().lower()), value.strip()))
         elif out and piece.strip():
             label, value = out[-1]
             out[-1] = (label, f"{value}, {piece.strip()}")
     return out
 
 
+_DOUBLED_RE = re.compile(r"\b(\w+) \1$")
 _UNITS = ("tokens/s", "tokens", "reqs", "%")
 
 
@@ -241,7 +283,14 @@ def parse_vllm(text: str) -> ParsedLine:
             w.format = "vllm-v0"
             if k and acc is not None and dra is not None and emitted is not None:
                 return ParsedLine(w, unknown, (k, acc, dra, emitted))
-            return ParsedLine(None, unknown)
+            # counters missing (a fork, a cut line): judge the rate that is printed rather
+            # than skip a line that carries one
+            rate = _num(f.get("draft acceptance rate", ""))
+            if rate is None or rate != rate:
+                return ParsedLine(None, unknown)
+            w.draft_acceptance_rate = rate / 100.0 if rate > 1 else rate
+            w.cumulative = True
+            return ParsedLine(w, unknown)
         w.format = "vllm-v1-early"
         w.accepted_tokens, w.drafted_tokens = acc, dra
         rate = _num(f.get("draft acceptance rate", ""))
