@@ -70,6 +70,8 @@ ALARM_EFFECTS: dict[str, tuple[str, ...]] = {
     "decay": ("long_context_cliff",),
     "weak_positions": ("low_acceptance", "long_context_cliff"),
     "no_speculation": ("startup_failure", "crash_on_request", "crash"),
+    "position_cliff": ("low_acceptance", "wrong_layers", "long_context_cliff"),
+    "engine_crash": ("crash_on_request", "crash"),
 }
 
 

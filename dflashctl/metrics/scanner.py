@@ -33,6 +33,7 @@ from dflashctl.metrics.log_parse import (
     parse_sglang,
     parse_spec_config,
     parse_vllm,
+    unwrap_json,
     v0_window,
 )
 from dflashctl.metrics.window import Marker, MetricsState, SpecWindow
@@ -52,13 +53,21 @@ BUSY_NEEDLES = {
     "vllm": (b"Avg prompt throughput", b'"POST '),
     "sglang": (b"Prefill batch", b'"POST '),
 }
+# An engine's death (vLLM V0 to 0.34, SGLang): the first of these after the last metrics line,
+# or between two metrics lines, is reported as an `engine_crash`. A bare `Traceback` is not on
+# the list: request errors (a cancelled stream) print tracebacks on a healthy server.
 FATAL_NEEDLES = (
-    b"EngineDeadError",
+    b"hit an exception",  # vLLM "WorkerProc hit an exception.", SGLang "Scheduler hit an …"
+    b"encountered a fatal error",  # vLLM V1 "EngineCore encountered a fatal error."
+    b"EngineDeadError",  # vLLM V1, and V0's AsyncEngineDeadError
     b"died unexpectedly",
     b"initialization failed",
-    b"Scheduler hit an exception",
+    b"Received sigquit from a child process",  # SGLang
     b"out of memory",
 )
+# The exception a crash ends with ("RuntimeError: CUDA error: …"), looked for after the line
+_BATCH_LIMIT_B = re.compile(rb"disable_by_batch_size['\"]?\s*[:=]\s*(\d+)")
+_EXC_B = re.compile(rb"(?m)(?:^|\] |\) )((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)): ")
 
 LOOKBACK = 1024  # bytes kept before a metrics line, where its `Engine 000:` line is
 FORWARD = 1536  # bytes kept from the needle on: the metrics line (cut at its newline later)
@@ -104,9 +113,11 @@ class LogScanner:
         self._last_win_end = -1
         self._pending_startup: tuple[int, bytes] | None = None
         self._busy: dict[bytes, tuple[int, bytes]] = {}
-        self._fatal: tuple[int, bytes] | None = None
+        self._fatal: tuple[int, bytes] | None = None  # the first since the last window
+        self._fatal_between: deque[tuple[int, bytes]] = deque(maxlen=8)  # before later windows
         self._newest: tuple[int, bytes] | None = None
         self._config: tuple[int, bytes] | None = None
+        self._batch_limit: int | None = None  # vLLM `disable_by_batch_size` at start-up
         self._version: str | None = None  # vLLM's "server version X" of the latest launch
         self._build: str | None = None  # "cpu" | "gpu": the companion's "CPU/GPU KV cache usage"
         self._prev_tail = b""
@@ -238,6 +249,8 @@ class LogScanner:
             le = buf.find(b"\n", last, e)
             self._newest = (g0 + last, buf[last : le if le >= 0 else e])
             self._busy.clear()
+            if self._fatal is not None:  # windows came after it: a crash between windows
+                self._fatal_between.append(self._fatal)
             self._fatal = None
         if prev_end < e:
             self._tail(buf, prev_end, e, g0)
@@ -357,11 +370,34 @@ class LogScanner:
             if v >= 0:
                 m = SERVER_VERSION_RE.search(clean(self._line_at(buf, a, v, b)[1]))
                 self._version = m.group(1) if m else None
+        p = buf.rfind(b"disable_by_batch_size", a, b)
+        if p >= 0:  # vLLM `non-default args: {… 'disable_by_batch_size': 32}` or V0's Namespace
+            bl = _BATCH_LIMIT_B.match(buf, p)
+            self._batch_limit = int(bl.group(1)) if bl else self._batch_limit
         p = self._last_of(buf, self._config_needles, a, b)
         if p >= 0:
             ls, line = self._line_at(buf, a, p, b)
             if parse_spec_config(clean(line)) is not None:
                 self._config = (g0 + ls, line)
+
+    def _first_fatal(self, buf: bytes, a: int, b: int) -> tuple[int, bytes] | None:
+        """The first crash line in buf[a:b] (start offset, text), with the exception it ended
+        with when that follows within a few KiB ("… hit an exception. | RuntimeError: …")."""
+        best = -1
+        for nd in FATAL_NEEDLES:
+            p = buf.find(nd, a, b if best < 0 else best)
+            if p >= 0:
+                best = p
+        if best < 0:
+            return None
+        ls, line = self._line_at(buf, a, best, b)
+        le = ls + len(line)
+        if not _EXC_B.search(line):
+            m = _EXC_B.search(buf, le, min(b, le + 16384))
+            if m:
+                _, exc = self._line_at(buf, le, m.start(1), b)
+                line = line.rstrip(b"\r") + b" | " + exc[exc.find(m.group(1)) :]
+        return ls, line
 
     def _hit(self, buf: bytes, s: int, gap_start: int, ls: int, le: int, g0: int) -> bool:
         """A metrics line at buf[ls:le] that needs care: the first, a new process, a long gap,
@@ -414,9 +450,14 @@ class LogScanner:
         return True
 
     def _new_stream(self, buf: bytes, a: int, b: int, g0: int) -> None:
-        """A new process or a long gap before this metrics line: was there a restart?"""
+        """A new process or a long gap before this metrics line: was there a restart, or a
+        crash?"""
         if b > a:
             self._search_markers(buf, a, b, g0)
+            if self._fatal is None and self.total_windows:
+                f = self._first_fatal(buf, a, b)
+                if f is not None:
+                    self._fatal_between.append((g0 + f[0], f[1]))
         if self._pending_startup is not None:
             if self.total_windows:
                 self.launch += 1
@@ -432,10 +473,10 @@ class LogScanner:
             if p >= 0:
                 ls, line = self._line_at(buf, a, p, e)
                 self._busy[nd] = (g0 + ls, line)
-        p = self._last_of(buf, FATAL_NEEDLES, a, e)
-        if p >= 0:
-            ls, line = self._line_at(buf, a, p, e)
-            self._fatal = (g0 + ls, line)
+        if self._fatal is None:
+            f = self._first_fatal(buf, a, e)
+            if f is not None:
+                self._fatal = (g0 + f[0], f[1])
         # Newest line with a timestamp: walk back a few lines from the end.
         end = e - 1
         for _ in range(32):
@@ -468,7 +509,7 @@ class LogScanner:
         companion = _companion(blob, at) if at else None
         nl = blob.find(b"\n", at)
         blob = blob[at:nl] if nl >= 0 else blob[at:]
-        text = clean(blob)
+        text = unwrap_json(clean(blob))
         info = line_info(text)
         pl = parse_sglang(text) if "Decode batch" in text else parse_vllm(text)
         self.unknown_fields.update(pl.unknown)
@@ -488,11 +529,14 @@ class LogScanner:
         w.timestamp_raw = info.ts.text() if info.ts else None
         labels = self._engines_of.setdefault(info.stream, set())
         if companion is not None:
-            ctext = clean(companion)
+            ctext = unwrap_json(clean(companion))
             self._build = kv_cache_build(ctext) or self._build
             comp = parse_companion(ctext)
             if "engine" in comp:
                 w.stream = str(comp["engine"])
+                if w.stream == "aggregated" and info.stream:
+                    # each API server (--api-server-count) aggregates what it saw: one stream each
+                    w.stream = f"aggregated, {info.stream}"
                 labels.add(w.stream)
             g = comp.get("generation_throughput")
             w.generation_throughput = float(g) if isinstance(g, float) else None
@@ -500,8 +544,6 @@ class LogScanner:
             w.running_reqs = int(r) if isinstance(r, float) else None
             q = comp.get("waiting")
             w.waiting_reqs = int(q) if isinstance(q, float) else None
-        if w.stream == info.stream and len(labels) == 1:
-            w.stream = next(iter(labels))  # companion missed, but this process has one engine
         return w, info.ts
 
     def new_windows(self) -> list[SpecWindow]:
@@ -509,7 +551,18 @@ class LogScanner:
         self._parse_pending()
         since = self._delivered
         self._delivered = self.total_windows
-        return [w for seq, w, _ in self._windows if seq > since and w is not None]
+        fresh = [w for seq, w, _ in self._windows if seq > since and w is not None]
+        self._relabel(fresh)
+        return fresh
+
+    def _relabel(self, windows: list[SpecWindow]) -> None:
+        """A window whose `Engine NNN:` line was not found (cut off at the top of an excerpt,
+        or too far back) belongs to its process's engine when that process logged only one:
+        it must not become a stream of its own (and repeat the stream's alarm)."""
+        for w in windows:
+            labels = self._engines_of.get(w.stream)
+            if labels is not None and len(labels) == 1:
+                w.stream = next(iter(labels))
 
     def state(self, source: str, ref: datetime | None = None) -> MetricsState:
         """Parse what is retained and resolve timestamps (vLLM prints no year)."""
@@ -525,6 +578,8 @@ class LogScanner:
             markers["newest"] = self._newest
         if self._fatal:
             markers["fatal"] = self._fatal
+        for i, fb in enumerate(self._fatal_between):
+            markers[f"between{i}"] = fb
         stamped: list[tuple[int, RawTs | None, Any]] = list(recs)
         marker_ts = {k: line_info(clean(v[1])).ts for k, v in markers.items()}
         stamped += [(v[0], marker_ts[k], k) for k, v in markers.items()]
@@ -538,6 +593,7 @@ class LogScanner:
                 off, raw = markers[obj]
                 mk[obj] = Marker(off, clean(raw)[:400], dt)
         windows = [w for _, _, w in recs]
+        self._relabel(windows)
         st = MetricsState(
             source=source,
             kind="log",
@@ -553,9 +609,15 @@ class LogScanner:
             newest_line=mk.get("newest"),
             non_spec_decode_lines=self.non_spec_decode_lines,
             unknown_fields=sorted(self.unknown_fields),
+            skipped_lines=self.unparsed_lines,
+            crash=mk.get("fatal"),
+            crashes_between=[mk[k] for k in sorted(mk) if k.startswith("between")],
         )
         if self._config:
             st.spec_config = parse_spec_config(clean(self._config[1]))
+        if self._batch_limit is not None:
+            st.spec_config = dict(st.spec_config or {"enabled": True, "engine": "vllm"})
+            st.spec_config["disable_by_batch_size"] = self._batch_limit
         if self._version:
             st.engine_version = self._version
         elif self._config:
@@ -609,8 +671,6 @@ class LogScanner:
                 "SGLang `accept rate` is drafts accepted / drafts proposed since 0.5.11; "
                 "0.5.6-0.5.10 counted the bonus token: don't compare across versions"
             )
-        if fatal is not None and fatal.offset > (windows[-1].offset if windows else -1):
-            notes.append(f"after the last metrics line the engine logged: {fatal.text[:200]}")
         return notes
 
 
@@ -619,9 +679,11 @@ def _companion(blob: bytes, at: int) -> bytes | None:
     earlier metrics line (that one owns the companions before it)."""
     line = blob[at:]
     i = line.find(b" pid=")
-    key = line[: line.find(b")", i) + 1] if i >= 0 else None
+    # the `(APIServer pid=1)` tag only: a prefix before it (docker `logs -t`, a collector) may
+    # differ by a millisecond between the two lines
+    key = line[line.rfind(b"(", 0, i) : line.find(b")", i) + 1] if i >= 0 else None
     for prev in reversed(blob[:at].split(b"\n")):
-        if key is not None and not prev.startswith(key):
+        if key is not None and prev.find(key, 0, len(key) + 160) < 0:
             continue
         if b"SpecDecoding metrics" in prev or b"Speculative metrics" in prev:
             return None

@@ -156,6 +156,25 @@ class Marker:
     timestamp: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """The mean acceptance length a healthy deploy of this drafter shows, and how it was found
+    (`--drafter`, the log's speculative config line, a dflashctl.lock.json, a deployment)."""
+
+    drafter: str
+    min: float | None
+    max: float | None
+    found_by: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "drafter": self.drafter,
+            "min": self.min,
+            "max": self.max,
+            "found_by": self.found_by,
+        }
+
+
 @dataclass
 class MetricsState:
     """Everything a source yielded, before judging it."""
@@ -177,6 +196,10 @@ class MetricsState:
     lifetime: SpecWindow | None = None  # Prometheus: totals since the engine started
     engine_version: str | None = None  # vLLM's "server version X" line, when the log has it
     engine_build: str | None = None  # "cpu" | "gpu" from its "CPU/GPU KV cache usage" field
+    skipped_lines: int = 0  # metrics lines that carried no usable field
+    crash: Marker | None = None  # the first crash line after the last metrics line
+    crashes_between: list[Marker] = field(default_factory=list)  # crashes before later windows
+    expected: Expected | None = None  # the expected acceptance range and where it came from
 
     @property
     def latest(self) -> SpecWindow | None:
@@ -225,6 +248,7 @@ class MetricsReport:
             "generation_throughput": _r(w.generation_throughput, 2) if w else None,
             "alarms": [f.to_json() for f in self.findings],
             "speculative_config": st.spec_config,
+            "expected_acceptance": st.expected.to_json() if st.expected else None,
             "lifetime": st.lifetime.to_json() if st.lifetime else None,
             "notes": st.notes,
             "unknown_fields": st.unknown_fields,
