@@ -105,9 +105,16 @@ class TestCollapse:
         )
         assert any(c.check == "dflashctl smoke http://127.0.0.1:8000" for c in causes)
 
-    def test_causes_position_one_alive_starts_elsewhere(self):
+    def test_causes_position_one_alive_then_a_cliff_is_a_config_signature(self):
+        # position 1 at 20 %, every later one at 0: a wrong mask id, not a weak drafter
         f = judge([win(1.2, rate=0.03, k=15, pp=[0.2] + [0.0] * 14)])
-        assert "mismatch" not in f[0].likely_causes[0].cause
+        assert "mask_token_id" in f[0].likely_causes[0].cause
+        assert "positions 2-15 ~0" in f[0].message
+
+    def test_causes_position_one_alive_and_gradual_start_with_the_drafter(self):
+        pp = [0.3, 0.12, 0.05, 0.02, 0.01, 0.005, 0.002, 0.0]
+        f = judge([win(1.3, rate=0.06, k=8, pp=pp)])
+        assert "weak or undertrained" in f[0].likely_causes[0].cause
 
     def test_cold_start_does_not_hide_a_collapse(self):
         f = judge([win(1.03, rate=0.002)], latest_launch_has_startup=True)

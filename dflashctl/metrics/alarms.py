@@ -45,6 +45,11 @@ class Thresholds:
     follow: bool = False
     url: str | None = None  # the server, when known, for the commands in causes
     source: str = "LOG"
+    block_size: int | None = None  # the drafter's trained block (registry), when known
+    cliff_drop: float = 0.1  # a position under this fraction of the one before it …
+    cliff_from: float = 0.05  # … when that one accepted at least this much: a cliff
+    large_batch: int = 16  # SGLang: running requests from which speculation may be off
+    loop_rate: float = 0.995  # every position at least this: the target is probably looping
 
 
 # ---- likely causes ------------------------------------------------------------------------
@@ -135,19 +140,232 @@ def cause_workload(th: Thresholds) -> Cause:
     )
 
 
+def cause_mask(th: Thresholds) -> Cause:
+    return Cause(
+        "wrong mask_token_id in the drafter's config.json (the field story's 248064 for "
+        "248070): position 1 still accepts because the anchor token is real, every later "
+        "position predicts from a wrong mask embedding and accepts ~0",
+        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --target TARGET_DIR "
+        "(add --host HOST for a remote server)",
+    )
+
+
+def cause_layer_types(th: Thresholds) -> Cause:
+    return Cause(
+        "layer_types / sliding window disagree with training: sliding-window draft layers run "
+        "as full attention (or the reverse), so positions past the window's reach fall to ~0",
+        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --engine vllm "
+        "(prints the per-layer causal/window table)",
+    )
+
+
+def cause_block(th: Thresholds, k: int | None) -> Cause:
+    trained = f" (trained block {th.block_size}: K ≤ {th.block_size - 1})" if th.block_size else ""
+    kk = f" -k {k}" if k else " -k K"
+    return Cause(
+        f"num_speculative_tokens{f' = {k}' if k else ''} is larger than the block the drafter "
+        f"was trained with{trained}: positions past the trained block are never accepted",
+        f"dflashctl doctor --engine vllm --drafter DRAFTER_DIR{kk}",
+    )
+
+
+def cause_known_defects(th: Thresholds) -> Cause:
+    return Cause(
+        "a known engine defect for this drafter's layout (e.g. vllm-cpu-context-k-norm, "
+        "mixed sliding/full drafters on the V1 model runner)",
+        "dflashctl doctor --engine vllm --drafter DRAFTER_DIR (lists the known defects that apply)",
+    )
+
+
+def _method_family(method: object) -> str:
+    """The speculative method a log states → dflash | eagle | mtp | medusa | ngram | draft | ''."""
+    m = str(method or "").strip().lower()
+    if not m or m == "none":
+        return ""
+    if "dflash" in m:
+        return "dflash"
+    if m.startswith("eagle"):
+        return "eagle"
+    if m.endswith("mtp") or m == "nextn":
+        return "mtp"
+    if m == "medusa":
+        return "medusa"
+    if "ngram" in m or m == "suffix":
+        return "ngram"
+    if m in ("draft_model", "standalone"):
+        return "draft"
+    return ""
+
+
+_METHOD_NAMES = {
+    "eagle": "EAGLE",
+    "mtp": "MTP",
+    "medusa": "Medusa",
+    "ngram": "n-gram",
+    "draft": "draft-model",
+}
+
+
+def _grep_cfg(th: Thresholds) -> str:
+    return f"grep -oE 'speculative_config=[^ ]+|speculative_[a-z_]+=[^,]+' {th.source}"
+
+
+def method_causes(family: str, signature: str, th: Thresholds, k: int | None) -> list[Cause]:
+    """Causes for a method other than DFlash: its own failure modes, never the DFlash list."""
+    src = th.source
+    if family == "eagle":
+        head = Cause(
+            "the EAGLE head was trained for another target (base model, revision, chat "
+            "template) or, for EAGLE-3, its auxiliary hidden-state layers or draft vocabulary "
+            "map (d2t) do not match the served target",
+            f"{_grep_cfg(th)}; compare the head's config.json with the target's",
+        )
+        depth = Cause(
+            "num_speculative_tokens deeper than the head drafts well: each EAGLE step feeds on "
+            "its own guesses, so later steps are rarely accepted",
+            "dflashctl bench (compare decode tokens/s with num_speculative_tokens="
+            f"{max(1, (k or 2) // 2)})",
+        )
+        drift = cause_drift(th)
+        if signature == "cliff":
+            return [
+                Cause(
+                    "multi-step drafting broken in this engine build (attention backend or CUDA "
+                    "graphs for the draft steps): step 1 works, the next steps propose garbage",
+                    f"grep -nE 'attention backend|cudagraph|CUDA graph' {src} | head",
+                ),
+                depth,
+                head,
+            ]
+        if signature == "gradual":
+            return [depth, drift, cause_workload(th), head]
+        return [head, cause_quant(th), drift, cause_workload(th)]
+    if family == "mtp":
+        layers = Cause(
+            "num_speculative_tokens larger than the model's MTP layers "
+            "(num_nextn_predict_layers): the extra steps reuse the last layer and accept little",
+            "grep -o '\"num_nextn_predict_layers\": *[0-9]*' TARGET_DIR/config.json",
+        )
+        weights = Cause(
+            "the checkpoint's MTP layer is missing, not loaded or quantized differently (a "
+            "quantized checkpoint that dropped or mis-scaled the MTP weights)",
+            f"grep -niE 'mtp|nextn' {src} | head",
+        )
+        if signature == "cliff":
+            return [layers, weights, cause_quant(th)]
+        if signature == "gradual":
+            return [layers, cause_workload(th), weights]
+        return [weights, cause_quant(th), layers, cause_workload(th)]
+    if family == "medusa":
+        heads = Cause(
+            "num_speculative_tokens larger than the number of Medusa heads, or heads trained "
+            "for another target or revision",
+            f"{_grep_cfg(th)}; compare with the heads' config.json (medusa_num_heads)",
+        )
+        return [heads, cause_quant(th), cause_workload(th)]
+    if family == "ngram":
+        return [
+            Cause(
+                "n-gram lookup accepts only when the output repeats the prompt (code edits, "
+                "RAG, summaries); on open-ended chat it rarely matches. That is the workload, "
+                "not a fault: switch n-gram off for it or use a trained drafter",
+                f"dflashctl smoke {_url(th)} (compare with a prompt that quotes its input)",
+            ),
+            Cause(
+                "prompt_lookup_min / prompt_lookup_max or num_speculative_tokens too large for "
+                "the repetition in this traffic",
+                _grep_cfg(th),
+            ),
+        ]
+    # a separate draft model
+    return [
+        Cause(
+            "the draft model's tokenizer or vocabulary differs from the target's, or it is "
+            "from another model family",
+            f"{_grep_cfg(th)}; compare tokenizer.json / vocab_size of both",
+        ),
+        cause_quant(th),
+        cause_workload(th),
+    ]
+
+
+def signature_of(pp: list[float] | None, th: Thresholds) -> tuple[str, int | None]:
+    """The shape of a per-position profile: ("dead", None) position 1 under 10 %;
+    ("cliff", j) positions j.. fall to ~0 right after a position that still accepted
+    (≥ 5 %, and the drop is to under a tenth of it): a config signature; ("gradual", None)
+    anything else that decays; ("unknown", None) without a profile."""
+    if not pp:
+        return "unknown", None
+    if pp[0] < 0.1:
+        return "dead", None
+    for j in range(1, len(pp)):
+        if (
+            pp[j] <= th.weak_position_rate
+            and pp[j - 1] >= th.cliff_from
+            and pp[j] <= th.cliff_drop * pp[j - 1]
+            and all(x <= th.weak_position_rate for x in pp[j:])
+        ):
+            return "cliff", j + 1
+    return "gradual", None
+
+
+def dflash_causes(signature: str, at: int | None, th: Thresholds, k: int | None) -> list[Cause]:
+    """DFlash (and a method the log does not state): config causes first for a dead position 1
+    or a cliff, the drafter's own strength first for a gradual decay."""
+    if signature == "dead":
+        return [cause_mismatch(th), cause_swa(th), cause_thinking(th), cause_quant(th)]
+    if signature == "cliff":
+        block_first = th.block_size is not None and k is not None and k > th.block_size - 1
+        if block_first:
+            order = [cause_block(th, k), cause_mask(th), cause_layer_types(th)]
+        elif at == 2:
+            order = [cause_mask(th), cause_layer_types(th), cause_block(th, k)]
+        else:
+            order = [cause_layer_types(th), cause_block(th, k), cause_mask(th)]
+        return [*order, cause_known_defects(th), cause_weak(th, (at or 2) - 1)]
+    if signature == "gradual":
+        return [cause_weak(th), cause_thinking(th), cause_mismatch(th), cause_quant(th)]
+    return [cause_thinking(th), cause_mismatch(th), cause_weak(th), cause_quant(th)]
+
+
+def causes_for(
+    family: str, signature: str, at: int | None, th: Thresholds, k: int | None
+) -> list[Cause]:
+    if family and family != "dflash":
+        return method_causes(family, signature, th, k)
+    return dflash_causes(signature, at, th, k)
+
+
+def cause_batch_off(th: Thresholds, limit: int | None) -> Cause:
+    at = f" (disable_by_batch_size = {limit})" if limit else ""
+    return Cause(
+        f"speculation disabled for large batches{at}: the engine verifies no drafts while this "
+        "many requests run, so each step commits exactly one token (accept len 1.00). "
+        "Expected, not a fault; judge acceptance at smaller batches",
+        f"{_grep_cfg(th)}; then dflashctl smoke {_url(th)} (one request at a time)",
+    )
+
+
 # ---- rules ---------------------------------------------------------------------------------
 
 
 def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
-    findings: list[Finding] = []
+    crash = _crash(state, th)  # an engine's death leads: it is the most important line
     if not state.windows:
         found = _no_windows(state, th)
         if th.follow:  # live: "nothing yet" is not news; speculation being off is
             found = [f for f in found if f.kind != "no_metrics"]
-        return found
-    findings += _stale(state, th)
+        return crash + found
+    findings = crash + _stale(state, th)
     if state.startup_after_last_window is not None and not th.follow:
         return findings  # the numbers describe an earlier launch: judge nothing else
+    cfg = state.spec_config or {}
+    family = _method_family(cfg.get("method"))
+    if not family and str(cfg.get("model") or cfg.get("draft_model") or "") == "[ngram]":
+        family = "ngram"  # vLLM V0: SpeculativeConfig(draft_model='[ngram]', …)
+    if th.drafter and (state.expected is None or state.expected.found_by == "--drafter"):
+        family = "dflash"  # a registry drafter (they are all DFlash) named by the user wins
+    batch_limit = _int_or_none(cfg.get("disable_by_batch_size"))
     cur = state.current_windows()
     streams: dict[str, list[SpecWindow]] = {}
     for w in cur:
@@ -156,15 +374,57 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
     for stream, ws in streams.items():
         label = f"[{stream}] " if multi and stream else ""
         cold = state.latest_launch_has_startup and len(ws) == 1
-        out = _collapse(ws, th, cold)
-        out += _below_expected(ws, th, cold)
-        out += _decay(ws, th, state.latest_launch_has_startup)
-        out += _weak_positions(ws, th)
+        ctx = _Ctx(th, family, batch_limit)
+        # one diagnosis per stream where several rules see the same numbers: a collapse is
+        # below any range and may show a cliff; a cliff explains a shortfall; a decay names the
+        # long-context cliff itself
+        out = _collapse(ws, ctx, cold)
+        collapsed = any(f.kind == "collapse" and f.severity == "alarm" for f in out)
+        decay = _decay(ws, th, state.latest_launch_has_startup)
+        cliff = [] if collapsed or decay else _cliff(ws, ctx)
+        below = [] if collapsed else _below_expected(ws, th, cold, ctx)
+        if any(f.severity == "alarm" for f in cliff) and below:
+            # the cliff is the diagnosis; the shortfall is part of its message
+            cliff[0].message += f". {below[0].message[:1].upper()}{below[0].message[1:]}"
+            below = []
+        out += below + decay + cliff
+        if not any(f.kind in ("position_cliff", "collapse") for f in out):
+            out += _weak_positions(ws, ctx)
+        out += _looping(ws, th)
         for f in out:
             f.stream = stream
             f.message = label + f.message
         findings += out
     return findings
+
+
+def _int_or_none(x: object) -> int | None:
+    try:
+        return int(str(x)) if x is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What the rules of one stream share: thresholds, the stated method, the batch limit."""
+
+    th: Thresholds
+    family: str
+    batch_limit: int | None
+
+    def causes(self, w: SpecWindow) -> list[Cause]:
+        sig, at = signature_of(w.per_position, self.th)
+        return causes_for(self.family, sig, at, self.th, w.k)
+
+    def method_note(self) -> str:
+        name = _METHOD_NAMES.get(self.family)
+        return f" (method {name}, as the log states)" if name else ""
+
+
+def _enough(w: SpecWindow, th: Thresholds) -> bool:
+    """The collapse rule's minimum evidence: drafted tokens, when the format counts them."""
+    return w.drafted_tokens is None or w.drafted_tokens >= th.min_drafted_tokens
 
 
 def _basis(ws: list[SpecWindow], th: Thresholds) -> SpecWindow:
@@ -194,13 +454,57 @@ def _when(w: SpecWindow) -> str:
     return f" at {w.timestamp_raw}" if w.timestamp_raw else ""
 
 
-def _collapse(ws: list[SpecWindow], th: Thresholds, cold: bool) -> list[Finding]:
-    b = _basis(ws, th)
-    mean, rate = b.mean_acceptance_length, b.draft_acceptance_rate
+def _collapsed(w: SpecWindow, th: Thresholds) -> tuple[bool, bool]:
+    mean, rate = w.mean_acceptance_length, w.draft_acceptance_rate
     by_len = mean is not None and round(mean, 2) <= th.collapse_length
     by_rate = rate is not None and round(rate * 100, 1) < th.collapse_rate * 100
+    return by_len, by_rate
+
+
+def _batch_off(w: SpecWindow, ctx: _Ctx) -> bool:
+    """Accept len exactly 1.00 at a batch where the engine switches speculation off: SGLang at a
+    large batch, vLLM at or past the `disable_by_batch_size` its config states."""
+    if w.running_reqs is None or w.mean_acceptance_length is None:
+        return False
+    if round(w.mean_acceptance_length, 2) != 1.0:
+        return False
+    if ctx.batch_limit is not None:
+        return w.running_reqs >= ctx.batch_limit
+    return w.engine == "sglang" and w.running_reqs >= ctx.th.large_batch
+
+
+def _collapse(ws: list[SpecWindow], ctx: _Ctx, cold: bool) -> list[Finding]:
+    th = ctx.th
+    b = _basis(ws, th)
+    lead: list[Finding] = []
+    if _batch_off(ws[-1], ctx):
+        # speculation switched off on purpose at this batch: judge the latest window where it
+        # was on, if any; say so either way
+        on = [w for w in ws if not _batch_off(w, ctx)]
+        last = ws[-1]
+        lead = [
+            Finding(
+                "speculation_off_large_batch",
+                "warning",
+                f"accept len 1.00 with {last.running_reqs} requests running{_when(last)}: "
+                "speculation is switched off for large batches, not collapsed"
+                + (
+                    f"; judged on the latest window with speculation on ({on[-1].timestamp_raw})"
+                    if on and on[-1].timestamp_raw
+                    else "; no window with speculation on to judge"
+                    if not on
+                    else "; judged on the latest window with speculation on"
+                ),
+                [cause_batch_off(th, ctx.batch_limit)],
+            )
+        ]
+        if not on:
+            return lead
+        b = _basis(on, th)
+    by_len, by_rate = _collapsed(b, th)
     if not (by_len or by_rate):
-        return []
+        return lead
+    mean, rate = b.mean_acceptance_length, b.draft_acceptance_rate
     why = []
     if by_len:
         why.append(f"mean acceptance length {_fmt_len(mean)} (≤ {th.collapse_length:.2f})")
@@ -210,22 +514,22 @@ def _collapse(ws: list[SpecWindow], th: Thresholds, cold: bool) -> list[Finding]
     pos = ""
     if b.per_position:
         pos = f"; position 1 accepts {b.per_position[0] * 100:.1f} %"
-    pos0_dead = b.per_position is None or b.per_position[0] < 0.1
-    causes = (
-        [cause_mismatch(th), cause_swa(th), cause_thinking(th), cause_quant(th)]
-        if pos0_dead
-        else [cause_thinking(th), cause_mismatch(th), cause_weak(th), cause_quant(th)]
-    )
-    causes.append(cause_revision(th))
+        sig, at = signature_of(b.per_position, th)
+        if sig == "cliff":
+            pos += f", positions {at}-{len(b.per_position)} ~0 (a cliff: a config signature)"
+    causes = ctx.causes(b)
+    if th.drafter or not ctx.family or ctx.family == "dflash":
+        causes.append(cause_revision(th))
     if b.drafted_tokens is not None and b.drafted_tokens < th.min_drafted_tokens:
         return [
+            *lead,
             Finding(
                 "collapse",
                 "warning",
                 f"acceptance looks collapsed ({', '.join(why)}) but only {b.drafted_tokens} "
                 f"tokens were drafted{_when(b)}: too few to call it; send more traffic",
                 causes,
-            )
+            ),
         ]
     cold_note = (
         " This is the first window after start-up, but a cold start reads ~10 % low, not this low."
@@ -233,17 +537,146 @@ def _collapse(ws: list[SpecWindow], th: Thresholds, cold: bool) -> list[Finding]
         else ""
     )
     return [
+        *lead,
         Finding(
             "collapse",
             "alarm",
-            f"acceptance collapsed: {' and '.join(why)}{volume}{_when(b)}{pos}. The drafter is "
-            f"doing nothing useful and speculation costs time.{cold_note}",
+            f"acceptance collapsed{ctx.method_note()}: {' and '.join(why)}{volume}{_when(b)}"
+            f"{pos}. The drafter is doing nothing useful and speculation costs time.{cold_note}",
             causes,
+        ),
+    ]
+
+
+def _cliff(ws: list[SpecWindow], ctx: _Ctx) -> list[Finding]:
+    """Position 1 accepts, the later positions fall to ~0 at once: not a weak drafter (that
+    decays gradually) but a config signature (wrong mask id, sliding-window layers, a block
+    larger than trained). An alarm for DFlash and EAGLE/MTP/Medusa; n-gram only warns."""
+    th = ctx.th
+    b = _basis(ws, th)
+    pp = b.per_position
+    sig, at = signature_of(pp, th)
+    if sig != "cliff" or not pp or at is None:
+        return []
+    enough = _enough(b, th)
+    severity = "alarm" if enough and ctx.family != "ngram" else "warning"
+    tokens = f" over {b.drafted_tokens} drafted tokens" if b.drafted_tokens is not None else ""
+    few = "" if enough else f" (only {b.drafted_tokens} drafted tokens: too few to call it)"
+    return [
+        Finding(
+            "position_cliff",
+            severity,
+            f"positions {at}-{len(pp)} accept ~0 right after position {at - 1} accepted "
+            f"{pp[at - 2] * 100:.1f} %{tokens}{_when(b)}{ctx.method_note()}: a cliff, not the "
+            "gradual fall-off of a weak drafter; the config is the first suspect, and "
+            f"mean acceptance length {_fmt_len(b.mean_acceptance_length)} is what is left{few}",
+            ctx.causes(b),
         )
     ]
 
 
-def _below_expected(ws: list[SpecWindow], th: Thresholds, cold: bool) -> list[Finding]:
+def _looping(ws: list[SpecWindow], th: Thresholds) -> list[Finding]:
+    """Every position accepted: healthy numbers, but usually a target repeating itself."""
+    b = _basis(ws, th)
+    if not _enough(b, th) or b.cumulative:
+        return []
+    pp = b.per_position
+    if pp and len(pp) >= 2:
+        full = all(round(p, 3) >= th.loop_rate for p in pp)
+    else:
+        rate = b.draft_acceptance_rate
+        full = rate is not None and round(rate, 3) >= th.loop_rate and b.engine == "vllm"
+    if not full:
+        return []
+    return [
+        Finding(
+            "possible_loop",
+            "warning",
+            f"every drafted token was accepted{_when(b)} (100 % at every position): the target "
+            "is probably looping (repeating itself, e.g. a reasoning loop), which any drafter "
+            "predicts perfectly. Read a response before trusting the speed-up",
+            [
+                Cause(
+                    "a generation loop: the output repeats (reasoning loop, max_tokens reached "
+                    "on repeated text); check finish_reason and the text",
+                    f"dflashctl smoke {_url(th)} (shows content and finish reason)",
+                )
+            ],
+        )
+    ]
+
+
+def _crash(state: MetricsState, th: Thresholds) -> list[Finding]:
+    """A crash after the last window (alarm) or between windows (warning), listed first."""
+    out: list[Finding] = []
+    grep = (
+        f"grep -nE -A40 'hit an exception|encountered a fatal error|EngineDeadError|died "
+        f"unexpectedly|out of memory' {th.source} | head -80"
+    )
+    c = state.crash
+    last = state.windows[-1] if state.windows else None
+    if c is not None:
+        when = f" at {c.timestamp:%m-%d %H:%M:%S}" if c.timestamp else ""
+        after = (
+            f"after the last metrics window ({last.timestamp_raw})"
+            if last and last.timestamp_raw
+            else "after the last metrics window"
+            if last
+            else "and no metrics window was logged"
+        )
+        out.append(
+            Finding(
+                "engine_crash",
+                "alarm",
+                f"the engine crashed{when}, {after}: {c.text.strip()[:240]!r}. Nothing was "
+                "served after it; the numbers below describe the engine before it died",
+                _crash_causes(c.text, grep, th),
+            )
+        )
+    elif state.crashes_between:
+        b = state.crashes_between[-1]
+        when = f" at {b.timestamp:%m-%d %H:%M:%S}" if b.timestamp else ""
+        n = len(state.crashes_between)
+        more = f" ({n} crashes between windows in this log)" if n > 1 else ""
+        out.append(
+            Finding(
+                "engine_crash",
+                "warning",
+                f"the engine crashed{when} between metrics windows and was logging again "
+                f"afterwards{more}: {b.text.strip()[:240]!r}",
+                _crash_causes(b.text, grep, th),
+            )
+        )
+    return out
+
+
+def _crash_causes(text: str, grep: str, th: Thresholds) -> list[Cause]:
+    low = text.lower()
+    if "out of memory" in low or "outofmemory" in low:
+        return [
+            Cause(
+                "out of GPU memory: the KV cache, CUDA graphs or the drafter did not fit at "
+                "this batch or context size (lower --max-num-seqs or --max-model-len, or give "
+                "the engine more of the GPU with --gpu-memory-utilization)",
+                grep,
+            )
+        ]
+    return [
+        Cause(
+            "the engine process died: the traceback just after this line names the error "
+            "(a CUDA error, a failed assertion in the drafter, an unsupported shape)",
+            grep,
+        ),
+        Cause(
+            "an engine defect known for this version and drafter",
+            "dflashctl doctor --engine vllm --drafter DRAFTER_DIR",
+        ),
+    ]
+
+
+def _below_expected(
+    ws: list[SpecWindow], th: Thresholds, cold: bool, ctx: _Ctx | None = None
+) -> list[Finding]:
     bounds: list[tuple[str, float]] = []
     if th.min_acceptance_length is not None:
         bounds.append(("--min-acceptance-length", th.min_acceptance_length))
@@ -272,6 +705,10 @@ def _below_expected(ws: list[SpecWindow], th: Thresholds, cold: bool) -> list[Fi
         # less than half the expected accepted tokens per draft: more than a workload shift
         # or thinking mode explains (those roughly halve it at worst); a config mismatch first
         causes = [cause_mismatch(th), cause_thinking(th), cause_workload(th), cause_quant(th)]
+    if ctx is not None:
+        sig, at = signature_of(b.per_position, th)
+        if sig in ("cliff", "dead") or (ctx.family and ctx.family != "dflash"):
+            causes = causes_for(ctx.family, sig, at, th, b.k)
     if cold:
         return [
             Finding(
@@ -340,15 +777,24 @@ def _decay(ws: list[SpecWindow], th: Thresholds, started: bool) -> list[Finding]
     ]
 
 
-def _weak_positions(ws: list[SpecWindow], th: Thresholds) -> list[Finding]:
-    pp = ws[-1].per_position
-    if not pp or len(pp) < 3 or pp[0] < th.healthy_first_position:
+def _weak_positions(ws: list[SpecWindow], ctx: _Ctx) -> list[Finding]:
+    """Position 1 healthy, the last positions near zero after a gradual fall: a weak drafter
+    or K too large. Needs the collapse rule's evidence (drafted tokens)."""
+    th = ctx.th
+    b = _basis(ws, th)
+    pp = b.per_position
+    if not pp or len(pp) < 3 or pp[0] < th.healthy_first_position or not _enough(b, th):
         return []
     useful = len(pp)
     while useful > 0 and pp[useful - 1] <= th.weak_position_rate:
         useful -= 1
     if useful < 1 or len(pp) - useful < 2:
         return []
+    causes = (
+        method_causes(ctx.family, "gradual", th, b.k)
+        if ctx.family and ctx.family != "dflash"
+        else [cause_weak(th, useful)]
+    )
     return [
         Finding(
             "weak_later_positions",
@@ -357,7 +803,7 @@ def _weak_positions(ws: list[SpecWindow], th: Thresholds) -> list[Finding]:
             f"while position 1 accepts {pp[0] * 100:.1f} %: a weak or undertrained drafter, or K "
             f"too large; num_speculative_tokens={useful} may be as fast or faster (judge by "
             "throughput)",
-            [cause_weak(th, useful)],
+            causes,
         )
     ]
 
@@ -474,6 +920,24 @@ def _no_windows(state: MetricsState, th: Thresholds) -> list[Finding]:
             )
         ]
     where = "between the two scrapes" if state.kind == "prometheus" else "in the log"
+    if state.skipped_lines:
+        return [
+            Finding(
+                "unreadable_metrics",
+                "warning",
+                f"{state.skipped_lines} metrics line(s) in the log could not be read (no "
+                "acceptance rate, mean length or token counts found in them): nothing could be "
+                "judged, which is not the same as healthy",
+                [
+                    Cause(
+                        "a log format this version of dflashctl does not know (a fork, a new "
+                        "engine version, a logging config that rewrites lines)",
+                        f"grep -m3 -E 'SpecDecoding metrics|Speculative metrics|Decode batch' "
+                        f"{th.source}",
+                    )
+                ],
+            )
+        ]
     return [
         Finding(
             "no_metrics",

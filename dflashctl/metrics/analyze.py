@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from dflashctl.errors import DflashError, InputError, UsageError
 from dflashctl.metrics.alarms import Thresholds, evaluate
 from dflashctl.metrics.scanner import ENGINES, LogScanner
-from dflashctl.metrics.window import Cause, MetricsReport, MetricsState
+from dflashctl.metrics.window import Cause, Expected, MetricsReport, MetricsState
 
 CHUNK = 8 << 20
 
@@ -109,6 +109,7 @@ def thresholds_for(source: str, opts: MetricsOptions, *, follow: bool = False) -
 
 
 def judge(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> MetricsReport:
+    th = with_expected(state, th, opts)
     if opts.drafter and th.expected_min is None:
         state.notes.append(f"the registry has no expected acceptance range for {opts.drafter}")
     findings = evaluate(state, th)
@@ -116,6 +117,50 @@ def judge(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> MetricsR
         if f.severity == "alarm":
             f.likely_causes += known_defect_causes(state, f.kind)
     return MetricsReport(state, findings)
+
+
+def with_expected(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> Thresholds:
+    """Find the drafter's expected range when neither `--drafter` nor a floor was given (the
+    log's config line, a lock file, a deployment record: metrics/expected.py), record where it
+    came from in `state.expected`, and say so when none is known."""
+    from dflashctl.metrics.expected import find_expected
+
+    if opts.drafter:
+        from dflashctl.drafter.registry import get_entry
+
+        block = getattr(get_entry(opts.drafter), "block_size", None)
+        state.expected = Expected(opts.drafter, th.expected_min, th.expected_max, "--drafter")
+        if th.block_size is None and isinstance(block, int):
+            th = replace(th, block_size=block)
+        return th
+    found = None
+    if state.kind == "log" and (state.windows or state.spec_config):
+        found = find_expected(
+            state,
+            source=state.source[len(opts.host) + 1 :] if opts.host else state.source,
+            host=opts.host,
+        )
+    if found is not None and found.expected.min is not None:
+        state.expected = found.expected
+        return replace(
+            th,
+            expected_min=found.expected.min,
+            expected_max=found.expected.max,
+            drafter=found.expected.drafter,
+            block_size=found.block_size,
+        )
+    if th.min_acceptance_length is not None:
+        return th
+    if state.windows:
+        named = ""
+        if found is not None:
+            named = f" ({found.expected.drafter} has no measured range in the registry)"
+        state.notes.append(
+            "no expected acceptance range is known for this drafter"
+            f"{named}: only collapse, cliffs, decay and crashes were judged, so a drop against "
+            "its usual range would pass; pass --drafter NAME or --min-acceptance-length X"
+        )
+    return th
 
 
 def known_defect_causes(state: MetricsState, alarm_kind: str) -> list[Cause]:

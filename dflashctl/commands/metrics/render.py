@@ -106,8 +106,19 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
             finding(f, console)
     for n in st.notes:
         console.print(f"[dim]note: {escape(n)}[/dim]", soft_wrap=True)
+    exp = st.expected
+    if exp is not None and exp.min is not None:
+        hi = f"-{exp.max:.2f}" if exp.max is not None else "+"
+        console.print(
+            f"[dim]expected mean acceptance length {exp.min:.2f}{hi} for {escape(exp.drafter)} "
+            f"(found by {escape(exp.found_by)})[/dim]",
+            soft_wrap=True,
+        )
     if report.ok:
-        console.print(f"\nverdict: {styled('ok')} (exit 0)")
+        unjudged = ""
+        if any(n.startswith("no expected acceptance range is known") for n in st.notes):
+            unjudged = " [yellow]without an expected range: a regression would pass[/yellow]"
+        console.print(f"\nverdict: {styled('ok')} (exit 0){unjudged}", soft_wrap=True)
     else:
         kinds = ", ".join(sorted({f.kind for f in report.alarms}))
         console.print(f"\nverdict: {styled('alarm')} {kinds} (exit 1)")
