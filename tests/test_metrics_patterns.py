@@ -111,6 +111,15 @@ class TestSignature:
         assert signature_of([0.82, 0.41, 0.12, 0.03, 0.01, 0.005, 0.0], th)[0] == "gradual"
         assert signature_of([0.03, 0.0, 0.0], th) == ("dead", None)
 
+    def test_a_zero_after_few_drafts_is_no_cliff(self):
+        # the healthy demo pair's own smoke log: 19 drafts, position 5 accepted in 4 of them,
+        # positions 6.. in none: what a gradual fall gives by chance, not a config signature
+        th = Thresholds()
+        few = [1.0, 0.6, 0.4, 0.3, 0.2] + [0.0] * 10
+        assert signature_of(few, th, drafts=19) == ("gradual", None)
+        assert signature_of(few, th, drafts=200) == ("cliff", 6)
+        assert signature_of(DEMO_WRONG_MASK, th, drafts=40) == ("cliff", 2)
+
     def test_the_demo_pairs_wrong_mask_is_a_config_problem(self):
         # the demo pair with a wrong mask id: τ 1.69, position 1 65 %, positions 2-7 ≤ 2 %
         lines = [

@@ -48,6 +48,8 @@ class Thresholds:
     block_size: int | None = None  # the drafter's trained block (registry), when known
     cliff_drop: float = 0.1  # a position under this fraction of the one before it …
     cliff_from: float = 0.05  # … when that one accepted at least this much: a cliff
+    cliff_min_count: float = 10.0  # … and at least this many drafts reached it (else a zero
+    # after it is what a gradual fall gives by chance: 4 drafts at 20 % then 0 is no cliff)
     large_batch: int = 16  # SGLang: running requests from which speculation may be off
     loop_rate: float = 0.995  # every position at least this: the target is probably looping
 
@@ -289,11 +291,14 @@ def method_causes(family: str, signature: str, th: Thresholds, k: int | None) ->
     ]
 
 
-def signature_of(pp: list[float] | None, th: Thresholds) -> tuple[str, int | None]:
+def signature_of(
+    pp: list[float] | None, th: Thresholds, drafts: int | None = None
+) -> tuple[str, int | None]:
     """The shape of a per-position profile: ("dead", None) position 1 under 10 %;
     ("cliff", j) positions j.. fall to ~0 right after a position that still accepted
-    (≥ 5 %, and the drop is to under a tenth of it): a config signature; ("gradual", None)
-    anything else that decays; ("unknown", None) without a profile."""
+    (≥ 5 %, and the drop is to under a tenth of it) in at least `cliff_min_count` of the
+    `drafts` (when known): a config signature; ("gradual", None) anything else that decays;
+    ("unknown", None) without a profile."""
     if not pp:
         return "unknown", None
     if pp[0] < 0.1:
@@ -304,6 +309,7 @@ def signature_of(pp: list[float] | None, th: Thresholds) -> tuple[str, int | Non
             and pp[j - 1] >= th.cliff_from
             and pp[j] <= th.cliff_drop * pp[j - 1]
             and all(x <= th.weak_position_rate for x in pp[j:])
+            and (drafts is None or pp[j - 1] * drafts >= th.cliff_min_count)
         ):
             return "cliff", j + 1
     return "gradual", None
@@ -414,7 +420,7 @@ class _Ctx:
     batch_limit: int | None
 
     def causes(self, w: SpecWindow) -> list[Cause]:
-        sig, at = signature_of(w.per_position, self.th)
+        sig, at = signature_of(w.per_position, self.th, w.num_drafts)
         return causes_for(self.family, sig, at, self.th, w.k)
 
     def method_note(self) -> str:
@@ -514,7 +520,7 @@ def _collapse(ws: list[SpecWindow], ctx: _Ctx, cold: bool) -> list[Finding]:
     pos = ""
     if b.per_position:
         pos = f"; position 1 accepts {b.per_position[0] * 100:.1f} %"
-        sig, at = signature_of(b.per_position, th)
+        sig, at = signature_of(b.per_position, th, b.num_drafts)
         if sig == "cliff":
             pos += f", positions {at}-{len(b.per_position)} ~0 (a cliff: a config signature)"
     causes = ctx.causes(b)
@@ -555,7 +561,7 @@ def _cliff(ws: list[SpecWindow], ctx: _Ctx) -> list[Finding]:
     th = ctx.th
     b = _basis(ws, th)
     pp = b.per_position
-    sig, at = signature_of(pp, th)
+    sig, at = signature_of(pp, th, b.num_drafts)
     if sig != "cliff" or not pp or at is None:
         return []
     enough = _enough(b, th)
@@ -706,7 +712,7 @@ def _below_expected(
         # or thinking mode explains (those roughly halve it at worst); a config mismatch first
         causes = [cause_mismatch(th), cause_thinking(th), cause_workload(th), cause_quant(th)]
     if ctx is not None:
-        sig, at = signature_of(b.per_position, th)
+        sig, at = signature_of(b.per_position, th, b.num_drafts)
         if sig in ("cliff", "dead") or (ctx.family and ctx.family != "dflash"):
             causes = causes_for(ctx.family, sig, at, th, b.k)
     if cold:
