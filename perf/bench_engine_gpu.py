@@ -331,6 +331,7 @@ def main() -> None:
         out["copy_bandwidth_GBps"] = bw / 1e9
         engine = build(p, dev, dtype, Path(tmp))
         out["floor_ms"] = floors(engine, p, bw, torch.empty(0, dtype=dtype).element_size())
+        log("bandwidth GB/s", round(bw / 1e9), "floors ms", json.dumps(out["floor_ms"]))
         rounds: dict[str, list[float]] = {}
         errors: dict[str, str] = {}
         parts = [("ours", lambda e=engine: ours(e, p, dev, args.reps))]
@@ -352,6 +353,7 @@ def main() -> None:
                     errors[name] = f"{type(e).__name__}: {e}"[:400]
                     log(f"{name} failed: {errors[name]}")
                     continue
+                log(f"{name}: " + json.dumps({k: round(v, 3) for k, v in got.items()}))
                 for key, ms in got.items():
                     rounds.setdefault(key, []).append(ms)
         out["ms"] = {k: statistics.median(v) for k, v in rounds.items()}
