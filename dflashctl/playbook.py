@@ -14,6 +14,7 @@ A playbook names what to serve and where:
       drafter: /models/Qwen3-8B-DFlash-b16
       tensor_parallel_size: 2
       extra_args: [--max-model-len, "8192"]
+      speculative_config: {attention_backend: flash_attn}   # merged into vLLM's (yours win)
       env: {VLLM_USE_V2_MODEL_RUNNER: "1", HF_TOKEN: "${HF_TOKEN}"}
 
 String values may hold `${NAME}` (or `${NAME:-default}`) references to this machine's
@@ -57,6 +58,7 @@ SERVE_KEYS: dict[str, str] = {
     "python": "str",
     "executable": "str",
     "extra_args": "args",
+    "speculative_config": "mapping",
     "env": "env",
     "pass_env": "envnames",
     "ready_timeout": "number",
@@ -82,6 +84,7 @@ WORDS = {
     "number": "a positive number",
     "args": "a list of strings (engine arguments)",
     "env": "a mapping of VARIABLE: value",
+    "mapping": "a mapping of key: value (vLLM's --speculative-config keys)",
     "envnames": "a list of environment variable names",
     "hosts": "a list of hosts",
 }
@@ -116,8 +119,8 @@ class Playbook:
         `secret_env` lists the env keys whose value came from a `${...}` reference."""
         merged = dict(self.serve)
         for key, value in entry.serve.items():
-            if key == "env" and isinstance(merged.get("env"), dict):
-                merged["env"] = {**merged["env"], **value}
+            if key in ("env", "speculative_config") and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
             else:
                 merged[key] = value
         secrets = {k for k in self.secret_env if k not in entry.serve.get("env", {})}
@@ -236,6 +239,8 @@ def _ok(kind: str, value: Any) -> bool:
             and isinstance(v, str | int | float | bool)
             for k, v in value.items()
         )
+    if kind == "mapping":
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
     if kind == "envnames":
         return isinstance(value, list) and all(
             isinstance(v, str) and ENV_RE.fullmatch(v) is not None for v in value

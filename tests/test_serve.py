@@ -147,6 +147,82 @@ class TestRender:
         assert "-m dflashctl.engine.server" in out and "--num-speculative-tokens 2" in out
         assert "num_speculative_tokens 2 (--num-speculative-tokens)" in err
 
+    def test_users_speculative_config_is_merged_theirs_win(self, monkeypatch, capsys, pair):
+        target, drafter = pair
+        code, plan, _ = run_json(
+            monkeypatch, capsys, "serve", "--engine", "vllm", "--model", str(target),
+            "--drafter", str(drafter), "--dry-run", "--", "--max-model-len", "64",
+            "--speculative-config", '{"attention_backend":"flash_attn","num_speculative_tokens":5}',
+        )  # fmt: skip
+        assert code == 0
+        assert plan["cmd"].count("--speculative-config") == 1
+        sc = json.loads(plan["cmd"][plan["cmd"].index("--speculative-config") + 1])
+        assert sc == {
+            "method": "dflash",
+            "model": str(drafter),
+            "num_speculative_tokens": 5,
+            "attention_backend": "flash_attn",
+        }
+        # the checks use the merged K: 5 is past the drafter's block of 4
+        assert plan["num_speculative_tokens"] == 5
+        assert plan["num_speculative_tokens_source"] == "--speculative-config"
+        assert any("5 > block size 4 - 1" in n for n in plan["notes"])
+        assert plan["cmd"][-2:] == ["--max-model-len", "64"]
+
+    def test_dotted_speculative_config_and_the_model_key(self, monkeypatch, capsys, pair):
+        target, drafter = pair
+        code, plan, _ = run_json(
+            monkeypatch, capsys, "serve", "--engine", "vllm", "--model", str(target),
+            "--drafter", "/elsewhere", "--dry-run", "--",
+            f"--speculative-config.model={drafter}", "--speculative-config.enforce_eager", "true",
+        )  # fmt: skip
+        assert code == 0
+        sc = json.loads(plan["cmd"][plan["cmd"].index("--speculative-config") + 1])
+        assert sc["model"] == str(drafter) and sc["enforce_eager"] is True
+        assert sc["num_speculative_tokens"] == 3  # read from *their* drafter's block size
+        assert any("its keys win over --drafter" in n for n in plan["notes"])
+
+    def test_playbook_speculative_config_mapping(self, monkeypatch, capsys, pair, tmp_path):
+        target, drafter = pair
+        book = tmp_path / "b.yaml"
+        book.write_text(
+            "serve:\n  engine: vllm\n"
+            f"  model: {target}\n  drafter: {drafter}\n"
+            "  speculative_config: {attention_backend: flash_attn, num_speculative_tokens: 2}\n"
+        )
+        code, plan, _ = run_json(monkeypatch, capsys, "serve", str(book), "--dry-run")
+        assert code == 0, plan
+        sc = json.loads(plan["cmd"][plan["cmd"].index("--speculative-config") + 1])
+        assert sc["attention_backend"] == "flash_attn" and sc["num_speculative_tokens"] == 2
+        assert plan["num_speculative_tokens_source"] == "playbook speculative_config"
+
+    def test_vllm_k_is_block_minus_one_and_says_why(self, monkeypatch, capsys, pair):
+        target, drafter = pair
+        code, _, err = run_main(
+            monkeypatch, capsys, "serve", "--engine", "vllm", "--model", str(target),
+            "--drafter", str(drafter), "--dry-run",
+        )  # fmt: skip
+        assert code == 0
+        assert "num_speculative_tokens 3 = block size 4 - 1" in " ".join(err.split())
+
+    @pytest.mark.parametrize(
+        "extra, needle",
+        [
+            (["--speculative-config", "{nope"], "is not valid JSON"),
+            (["--speculative-config", "[1]"], "must be a JSON object"),
+            (["--speculative-config", '{"method":"eagle3"}'], "sets method 'eagle3'"),
+            (["--speculative-config", '{"num_speculative_tokens":0}'], "positive integer"),
+            (["-k", "4", "--", "-sc", '{"num_speculative_tokens":5}'], "disagree"),
+        ],
+    )
+    def test_bad_speculative_config_exit_2(self, monkeypatch, capsys, pair, extra, needle):
+        target, drafter = pair
+        args = ["serve", "--engine", "vllm", "--model", str(target), "--drafter", str(drafter)]
+        args += ["--dry-run", *(extra if extra[0] == "-k" else ["--", *extra])]
+        code, out, err = run_main(monkeypatch, capsys, *args)
+        assert code == 2 and out == "", err
+        assert needle in err and "Traceback" not in err
+
     def test_missing_demo_pair_is_a_clear_error(self, monkeypatch, capsys, tmp_path):
         import dflashctl.server.launch as launch
 

@@ -9,7 +9,9 @@
            --speculative-num-draft-tokens K+1 [--tp-size N] --enable-metrics`
            (SGLang's DFLASH draft-token count is the block size, anchor included)
 
-Extra arguments (after `--`) are appended verbatim. Pure: argv lists in, argv lists out.
+Extra arguments (after `--`) are appended verbatim, except a vLLM `--speculative-config` of the
+user's (`split_speculative_config`): its keys are merged into the one JSON rendered here, the
+user's values winning. Pure: argv lists in, argv lists out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass, field
+from typing import Any
 
 from dflashctl.errors import UsageError
 
@@ -46,6 +49,8 @@ class EngineSpec:
     python: str = "python3"
     executable: str | None = None  # vLLM's `vllm` when not beside `python`
     extra_args: list[str] = field(default_factory=list)
+    # vLLM: the user's own --speculative-config keys, merged over ours (theirs win)
+    speculative_extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
         if self.engine not in ENGINES:
@@ -110,11 +115,64 @@ def own_speculation(extra_args: list[str]) -> bool:
     return any(_flag_value(extra_args, flag) is not None for flag in SPEC_FLAGS)
 
 
-def speculative_config(drafter: str, k: int) -> str:
-    return json.dumps(
-        {"method": "dflash", "model": drafter, "num_speculative_tokens": k},
-        separators=(",", ":"),
-    )
+SPEC_CONFIG_FLAGS = ("--speculative-config", "-sc")
+
+
+def split_speculative_config(args: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The user's own vLLM `--speculative-config` taken out of extra engine arguments: (its keys,
+    the other arguments). Takes `--speculative-config JSON`, `--speculative-config=JSON`, `-sc
+    JSON` and vLLM's dotted `--speculative-config.KEY VALUE`; several are merged in order."""
+    keys: dict[str, Any] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        flag, eq, inline = a.partition("=")
+        dotted = flag.startswith("--speculative-config.")
+        if flag in SPEC_CONFIG_FLAGS or dotted:
+            if eq:
+                value = inline
+            elif i + 1 < len(args):
+                i += 1
+                value = args[i]
+            else:
+                raise UsageError(f"{flag} needs a value", f"{flag} '{{...}}'")
+            if dotted:
+                key = flag.split(".", 1)[1].replace("-", "_")
+                keys[key] = _json_or_text(value)
+            else:
+                keys.update(parse_speculative_config(value, flag))
+        else:
+            rest.append(a)
+        i += 1
+    return keys, rest
+
+
+def parse_speculative_config(text: str, flag: str = "--speculative-config") -> dict[str, Any]:
+    """A `--speculative-config` JSON object, keys with dashes read as underscores (as vLLM does)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(
+            f"{flag} is not valid JSON: {e.msg} at character {e.pos}",
+            """quote it for the shell: --speculative-config '{"enforce_eager": true}'""",
+        ) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{flag} must be a JSON object, not {type(data).__name__}")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def speculative_config(drafter: str, k: int, extra: dict[str, Any] | None = None) -> str:
+    """The JSON of vLLM's --speculative-config: ours, with the user's keys merged over it."""
+    ours: dict[str, Any] = {"method": "dflash", "model": drafter, "num_speculative_tokens": k}
+    return json.dumps({**ours, **(extra or {})}, separators=(",", ":"))
 
 
 def render(s: EngineSpec) -> list[str]:
@@ -138,7 +196,7 @@ def render(s: EngineSpec) -> list[str]:
         argv = [s.vllm_executable(), "serve", s.model, "--host", s.bind, "--port", str(s.port)]
         if spec:
             assert s.drafter and s.num_speculative_tokens
-            sc = speculative_config(s.drafter, s.num_speculative_tokens)
+            sc = speculative_config(s.drafter, s.num_speculative_tokens, s.speculative_extra)
             argv += ["--speculative-config", sc]
         if s.tensor_parallel_size and s.tensor_parallel_size > 1:
             argv += ["--tensor-parallel-size", str(s.tensor_parallel_size)]

@@ -36,7 +36,14 @@ from dflashctl.errors import DflashError, PortInUseError, UsageError
 from dflashctl.hosts.host import Host, quote_argv
 from dflashctl.server import deployments as state
 from dflashctl.server import logscan
-from dflashctl.server.engines import DEFAULT_PORT, ENGINES, EngineSpec, engine_env, render
+from dflashctl.server.engines import (
+    DEFAULT_PORT,
+    ENGINES,
+    EngineSpec,
+    engine_env,
+    render,
+    split_speculative_config,
+)
 
 SECRET_RE = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)$", re.IGNORECASE)
 AUTO_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -72,6 +79,7 @@ class ServeOptions:
     python: str | None = None
     executable: str | None = None
     extra_args: list[str] = field(default_factory=list)
+    speculative_config: dict[str, Any] = field(default_factory=dict)  # playbook: vLLM's keys
     env: dict[str, str] = field(default_factory=dict)
     pass_env: list[str] = field(default_factory=list)
     secret_env: list[str] = field(default_factory=list)  # env keys set from ${...} references
@@ -230,6 +238,62 @@ def speculative_tokens(host: Host, drafter: str) -> tuple[int | None, str | None
     return None, None
 
 
+def _user_speculative_config(opts: ServeOptions) -> tuple[list[str], dict[str, Any], str]:
+    """(extra args without the user's --speculative-config, its keys, where they came from).
+
+    vLLM with DFlash only: there the user's keys are merged into the one JSON dflashctl renders.
+    Elsewhere a playbook's `speculative_config` is passed on as the engine's own flag."""
+    sc = dict(opts.speculative_config)
+    args = list(opts.extra_args)
+    if opts.engine != "vllm" or opts.spec != "dflash":
+        if sc and opts.engine == "vllm":  # --spec none: the user's own speculation (a baseline)
+            args += ["--speculative-config", json.dumps(sc, separators=(",", ":"))]
+        elif sc:
+            raise UsageError(
+                f"speculative_config is vLLM's --speculative-config, not {opts.engine}'s",
+                "give that engine's own flags in extra_args",
+            )
+        return args, {}, ""
+    from_args, args = split_speculative_config(args)
+    source = "--speculative-config" if from_args else "playbook speculative_config"
+    sc.update(from_args)
+    method = sc.get("method", "dflash")
+    if method != "dflash":
+        raise UsageError(
+            f"{source} sets method {method!r}; dflashctl serve renders a DFlash config",
+            "for another method, pass --spec none and your own --speculative-config after --",
+        )
+    return args, sc, source
+
+
+# vLLM's DFlash proposer (vllm/v1/spec_decode/dflash.py) builds 1 + K query slots per request:
+# the anchor (last committed token) and K mask tokens. A drafter trained on blocks of B sees
+# exactly its block at K = B - 1 (z-lab's README: 15 for b16; llama.cpp clamps 16 to 15).
+# vLLM's docs and CI write 16 for z-lab/Qwen3-8B-DFlash-b16: a 17th slot beyond the trained
+# block, which vLLM neither checks nor reads block_size for. SGLang counts the anchor:
+# --speculative-num-draft-tokens = B.
+def k_notes(engine: str, k: int | None, block_k: int | None) -> list[str]:
+    """Why this K: block size - 1, and what a K beyond the trained block costs."""
+    if k is None or block_k is None:
+        return []
+    block = block_k + 1
+    if k > block_k:
+        return [
+            f"num_speculative_tokens {k} > block size {block} - 1: the drafter was trained on "
+            f"blocks of {block} (anchor + {block_k} masks); the {k - block_k} slot(s) beyond "
+            f"it rarely get accepted and cost verify tokens every step; {block_k} fits the block"
+        ]
+    if engine == "vllm" and k == block_k:
+        docs = f" (vLLM's docs write {block}: one slot past the block)" if block == 16 else ""
+        return [
+            f"num_speculative_tokens {k} = block size {block} - 1: vLLM drafts the anchor plus "
+            f"K masks, {block} slots, the block the drafter was trained on{docs}"
+        ]
+    if engine == "sglang" and k == block_k:
+        return [f"--speculative-num-draft-tokens {block}: SGLang counts the block with its anchor"]
+    return []
+
+
 def _expand(host: Host, path: str | None) -> str | None:
     if path is not None and (path == "~" or path.startswith("~/")):
         return host.abspath(path)
@@ -264,10 +328,31 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
     if opts.spec == "none" and drafter is not None:
         notes.append("--spec none: the drafter is not used (plain greedy control)")
         drafter = None if opts.engine == "local" else drafter
+    extra_args, user_sc, sc_source = _user_speculative_config(opts)
+    if "model" in user_sc:
+        theirs = _expand(host, str(user_sc["model"]))
+        if drafter is not None and theirs != drafter:
+            notes.append(f"drafter {theirs} from {sc_source} (its keys win over --drafter)")
+        drafter = theirs
+        user_sc["model"] = theirs
     k = opts.num_speculative_tokens
     k_source: str | None = "--num-speculative-tokens" if k is not None else None
-    if k is None and opts.spec == "dflash" and drafter:
-        k, k_source = speculative_tokens(host, drafter)
+    if "num_speculative_tokens" in user_sc:
+        theirs_k = user_sc["num_speculative_tokens"]
+        if not isinstance(theirs_k, int) or isinstance(theirs_k, bool) or theirs_k < 1:
+            raise UsageError(f"{sc_source}: num_speculative_tokens must be a positive integer")
+        if k is not None and k != theirs_k:
+            raise UsageError(
+                f"--num-speculative-tokens {k} and {sc_source} num_speculative_tokens "
+                f"{theirs_k} disagree",
+                "give K once",
+            )
+        k, k_source = theirs_k, sc_source
+    if opts.spec == "dflash" and drafter:
+        block_k, block_source = speculative_tokens(host, drafter)
+        if k is None:
+            k, k_source = block_k, block_source
+        notes += k_notes(opts.engine, k, block_k)
     port = opts.port or DEFAULT_PORT[opts.engine]
     bind = opts.bind or ("127.0.0.1" if host.is_local else "0.0.0.0")
     python = _expand(host, opts.python) or (
@@ -285,7 +370,8 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
         served_model_name=opts.served_model_name,
         python=python,
         executable=_expand(host, opts.executable),
-        extra_args=list(opts.extra_args),
+        extra_args=extra_args,
+        speculative_extra=user_sc,
     )
     argv = render(spec)
     if spec.engine == "local" and spec.spec == "dflash" and k is None:
