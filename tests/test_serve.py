@@ -223,6 +223,47 @@ class TestRender:
         assert code == 2 and out == "", err
         assert needle in err and "Traceback" not in err
 
+    def test_model_is_the_positional_like_vllm_serve(self, monkeypatch, capsys, pair):
+        target, drafter = pair
+        code, plan, _ = run_json(
+            monkeypatch, capsys, "serve", str(target), "--engine", "vllm", "--drafter",
+            str(drafter), "--dry-run",
+        )  # fmt: skip
+        assert code == 0
+        assert plan["cmd"][:3] == ["vllm", "serve", str(target)]
+
+    def test_pasted_vllm_flags_after_dashes_are_rendered_once(self, monkeypatch, capsys, pair):
+        target, drafter = pair
+        code, plan, _ = run_json(
+            monkeypatch, capsys, "serve", str(target), "--engine", "vllm", "--drafter",
+            str(drafter), "--dry-run", "--", "--host", "0.0.0.0", "--port=8123", "-tp", "2",
+            "--max-model-len", "64",
+        )  # fmt: skip
+        assert code == 0
+        cmd = plan["cmd"]
+        assert cmd.count("--host") == 1 and cmd[cmd.index("--host") + 1] == "0.0.0.0"
+        assert cmd.count("--port") == 1 and cmd[cmd.index("--port") + 1] == "8123"
+        assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2" and "-tp" not in cmd
+        assert plan["name"] == "local-8123" and cmd[-2:] == ["--max-model-len", "64"]
+        code, _, err = run_main(
+            monkeypatch, capsys, "serve", str(target), "--engine", "vllm", "--drafter",
+            str(drafter), "--port", "8000", "--dry-run", "--", "--port", "8123",
+        )  # fmt: skip
+        assert code == 2 and "disagree" in err
+
+    @pytest.mark.parametrize("command", [["serve", "--engine", "vllm", "--model", "m"],
+                                         ["verify-config", "/nonexistent"],
+                                         ["doctor"]])  # fmt: skip
+    @pytest.mark.parametrize("addr", ["0.0.0.0", "::", "127.0.0.1", "localhost"])
+    def test_a_listen_address_given_to_host_names_bind(self, monkeypatch, capsys, command, addr):
+        t0 = time.monotonic()
+        code, out, err = run_main(monkeypatch, capsys, *command, "--host", addr)
+        assert code == 2 and out == ""
+        first = err.splitlines()[0]
+        assert f"--host {addr} is" in first and "over SSH" in first
+        assert f"--bind {addr}" in err and "Traceback" not in err
+        assert time.monotonic() - t0 < 2  # refused before any connection attempt
+
     def test_missing_demo_pair_is_a_clear_error(self, monkeypatch, capsys, tmp_path):
         import dflashctl.server.launch as launch
 
@@ -239,7 +280,8 @@ class TestRender:
             (["--engine", "vllm"], "needs --model"),
             (["--engine", "vllm", "--model", "m", "--drafter", "/nope"], "num-speculative-tokens"),
             (["--model", "m", "--spec", "maybe", "--drafter", "d"], "--spec must be"),
-            (["stray"], "is not a playbook"),
+            (["m", "stray"], "unexpected argument 'stray'"),
+            (["m", "--model", "n"], "the model is given twice"),
             (["--model", "m", "--spec", "none", "--name", "bad name"], "deployment name"),
         ],
     )

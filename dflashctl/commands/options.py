@@ -11,7 +11,11 @@ import typer
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 HostOpt = Annotated[
     str | None,
-    typer.Option("--host", help="Remote host: \\[user@]host[:port] or an ~/.ssh/config alias."),
+    typer.Option(
+        "--host",
+        help="Remote host, reached over SSH: \\[user@]host[:port] or an ~/.ssh/config alias "
+        "(not a listen address: that is serve --bind).",
+    ),
 ]
 DrafterNameOpt = Annotated[
     str | None,

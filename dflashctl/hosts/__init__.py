@@ -15,6 +15,28 @@ if TYPE_CHECKING:
     from dflashctl.hosts.ssh import SSHOptions
 
 
+# Addresses a server listens on, not machines to reach: `vllm serve --host 0.0.0.0` habits.
+LISTEN_ADDRESSES = ("0.0.0.0", "::", "[::]", "*")
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def check_host_spec(spec: str | None) -> None:
+    """Refuse a listen address given to `--host` (it names the machine reached over SSH), before
+    anything connects. Loopback is refused too unless it says how to reach sshd
+    (`user@127.0.0.1` or `127.0.0.1:2222`): bare, it is a `vllm serve --host` habit."""
+    from dflashctl.errors import UsageError
+
+    if spec is None:
+        return
+    bare = spec.strip()
+    if bare in LISTEN_ADDRESSES or bare in LOOPBACK:
+        what = "a listen address" if bare in LISTEN_ADDRESSES else "this machine's loopback"
+        raise UsageError(
+            f"--host {bare} is {what}: dflashctl's --host is the machine to run on over SSH",
+            f"leave --host out to run here; the server's listen address is serve --bind {bare}",
+        )
+
+
 def open_host(
     spec: str | None,
     *,

@@ -253,6 +253,9 @@ class SSHHost(Host):
 
     @classmethod
     def connect(cls, spec: str, opts: SSHOptions | None = None) -> SSHHost:
+        from dflashctl.hosts import check_host_spec
+
+        check_host_spec(spec)  # `--host 0.0.0.0` is a listen address, never a machine to reach
         opts = opts or SSHOptions()
         host = cls(resolve(spec, opts), opts)
         host._open()

@@ -115,6 +115,52 @@ def own_speculation(extra_args: list[str]) -> bool:
     return any(_flag_value(extra_args, flag) is not None for flag in SPEC_FLAGS)
 
 
+# The engine's own flags for what serve renders itself: taken out of the extra arguments (a
+# pasted `vllm serve` line) and used as serve's settings, so the command has each flag once.
+ADOPTED_FLAGS: dict[str, dict[str, str]] = {
+    "vllm": {
+        "--host": "bind",
+        "--port": "port",
+        "--tensor-parallel-size": "tensor_parallel_size",
+        "-tp": "tensor_parallel_size",
+        "--served-model-name": "served_model_name",
+    },
+    "sglang": {
+        "--host": "bind",
+        "--port": "port",
+        "--tp-size": "tensor_parallel_size",
+        "--tp": "tensor_parallel_size",
+        "--served-model-name": "served_model_name",
+    },
+}
+INT_SETTINGS = ("port", "tensor_parallel_size")
+
+
+def adopt_flags(engine: str, args: list[str]) -> tuple[dict[str, tuple[str, Any]], list[str]]:
+    """Serve's own settings given as engine flags in `args`: ({setting: (flag, value)}, the
+    other arguments). `--port 8001` and `--port=8001` alike; a bad number is a UsageError."""
+    flags = ADOPTED_FLAGS.get(engine, {})
+    found: dict[str, tuple[str, Any]] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        flag, eq, inline = args[i].partition("=")
+        if flag not in flags or (not eq and i + 1 >= len(args)):
+            rest.append(args[i])
+            i += 1
+            continue
+        value: Any = inline if eq else args[i + 1]
+        i += 1 if eq else 2
+        setting = flags[flag]
+        if setting in INT_SETTINGS:
+            try:
+                value = int(value)
+            except ValueError:
+                raise UsageError(f"{flag} {value!r} is not a number") from None
+        found[setting] = (flag, value)
+    return found, rest
+
+
 SPEC_CONFIG_FLAGS = ("--speculative-config", "-sc")
 
 

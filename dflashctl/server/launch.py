@@ -40,6 +40,7 @@ from dflashctl.server.engines import (
     DEFAULT_PORT,
     ENGINES,
     EngineSpec,
+    adopt_flags,
     engine_env,
     render,
     split_speculative_config,
@@ -238,6 +239,28 @@ def speculative_tokens(host: Host, drafter: str) -> tuple[int | None, str | None
     return None, None
 
 
+def _adopt_engine_flags(opts: ServeOptions) -> tuple[ServeOptions, list[str]]:
+    """The engine's own --host/--port/--tensor-parallel-size/--served-model-name among the extra
+    arguments become serve's settings (rendered once); a disagreement is a UsageError."""
+    import dataclasses
+
+    found, rest = adopt_flags(opts.engine, list(opts.extra_args))
+    if not found:
+        return opts, []
+    changes: dict[str, Any] = {"extra_args": rest}
+    notes = []
+    for setting, (flag, value) in found.items():
+        ours = getattr(opts, setting)
+        if ours is not None and ours != value:
+            raise UsageError(
+                f"{flag} {value} after `--` and serve's {setting} {ours} disagree", "give it once"
+            )
+        changes[setting] = value
+        if flag == "--host":
+            notes.append(f"{flag} {value} after `--` is the listen address: serve --bind {value}")
+    return dataclasses.replace(opts, **changes), notes
+
+
 def _user_speculative_config(opts: ServeOptions) -> tuple[list[str], dict[str, Any], str]:
     """(extra args without the user's --speculative-config, its keys, where they came from).
 
@@ -328,6 +351,8 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
     if opts.spec == "none" and drafter is not None:
         notes.append("--spec none: the drafter is not used (plain greedy control)")
         drafter = None if opts.engine == "local" else drafter
+    opts, adopted = _adopt_engine_flags(opts)
+    notes += adopted
     extra_args, user_sc, sc_source = _user_speculative_config(opts)
     if "model" in user_sc:
         theirs = _expand(host, str(user_sc["model"]))

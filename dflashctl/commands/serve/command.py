@@ -20,8 +20,8 @@ EPILOG = (
     "  dflashctl serve                                   # bundled engine, demo pair, :8000\n\n"
     "  dflashctl serve --detach --json\n\n"
     "  dflashctl serve --model ./target --drafter ./drafter --spec none --port 8001\n\n"
-    "  dflashctl serve --engine vllm --model Qwen/Qwen3-8B --drafter /models/d --host gpu1 "
-    "--dry-run\n\n"
+    "  dflashctl serve Qwen/Qwen3-8B --engine vllm --drafter /models/d --host gpu1 "
+    "--bind 0.0.0.0 --dry-run\n\n"
     "  dflashctl serve playbooks/vllm-2xa100-tp2.yaml -- --max-model-len 8192"
 )
 
@@ -30,7 +30,8 @@ def serve(
     args: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Optional PLAYBOOK (.yaml), then `--` and extra engine arguments.",
+            help="MODEL (a hub id or a directory, as `vllm serve MODEL`) or a PLAYBOOK "
+            "(.yaml or a bundled name); then `--` and extra engine arguments.",
             show_default=False,
         ),
     ] = None,
@@ -52,7 +53,10 @@ def serve(
     ] = None,
     bind: Annotated[
         str | None,
-        typer.Option("--bind", help="Listen address (default 127.0.0.1 here, 0.0.0.0 remote)."),
+        typer.Option(
+            "--bind",
+            help="Listen address, vllm serve's --host (default 127.0.0.1 here, 0.0.0.0 remote).",
+        ),
     ] = None,
     num_speculative_tokens: Annotated[
         int | None,
@@ -108,18 +112,28 @@ def serve(
     Exit 0 ready (or stopped with Ctrl-C in the foreground), 1 the launch failed (the log's
     root-cause lines are shown), 2 could not run (bad arguments, port in use, unreachable host).
     """
+    from dflashctl.hosts import check_host_spec
     from dflashctl.hosts.ssh import SSHOptions
     from dflashctl.playbook import find_playbook
     from dflashctl.server.book import options_from_playbook
     from dflashctl.server.launch import ServeOptions
 
+    check_host_spec(host)
     items = list(args or [])
     book = find_playbook(items[0]) if items and not items[0].startswith("-") else None
     if book is not None:
         items = items[1:]
     elif items and not items[0].startswith("-"):
+        # `vllm serve MODEL`: the positional is the model, as there
+        if model is not None and model != items[0]:
+            raise UsageError(
+                f"the model is given twice: {items[0]!r} and --model {model!r}",
+                "give it once, as `dflashctl serve MODEL` or --model MODEL",
+            )
+        model, items = items[0], items[1:]
+    if items and not items[0].startswith("-"):
         raise UsageError(
-            f"{items[0]!r} is not a playbook (.yaml)", "extra engine arguments go after `--`"
+            f"unexpected argument {items[0]!r}", "extra engine arguments go after `--`"
         )
     cli = dict(
         engine=engine,
