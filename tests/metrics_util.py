@@ -104,6 +104,7 @@ class MetricsServer:
     ) -> None:
         self.body, self.status, self.ctype, self.hang = body, status, ctype, hang
         self.hits = 0
+        self.paths: list[str] = []
         self.release = threading.Event()
         outer = self
 
@@ -111,6 +112,7 @@ class MetricsServer:
             def do_GET(self) -> None:
                 n = outer.hits
                 outer.hits += 1
+                outer.paths.append(self.path)
                 if outer.hang:
                     outer.release.wait(30)
                     return

@@ -191,3 +191,28 @@ def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, pair, tmp_path):
         assert code == 2, (args, out, err)
         assert message in err and "Traceback" not in err and out == ""
         assert err.strip().splitlines()[0].startswith("Error:")
+
+
+def test_a_deployment_name_gives_model_drafter_and_log(monkeypatch, capsys, pair, tmp_path):
+    """`diagnose NAME`: the record `dflashctl serve` wrote names what it served (checked before
+    any request: here its target directory is gone, so the error names it)."""
+    from dflashctl.commands.demo.run import free_port
+    from dflashctl.server import deployments as state
+
+    _, drafter = pair
+    port = free_port()
+    state.save(
+        state.Deployment(
+            name="dg-record", engine="local", host=None, url=f"http://127.0.0.1:{port}", pid=1,
+            starttime=0, log=str(tmp_path / "server.log"), run_dir=str(tmp_path), port=port,
+            bind="127.0.0.1", model=str(tmp_path / "gone-target"), model_id="m",
+            drafter=str(drafter), cmd=[], started_at=state.now_iso(),
+        )
+    )  # fmt: skip
+    code, out, err = run_main(monkeypatch, capsys, "diagnose", "dg-record")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"--model {tmp_path / 'gone-target'} is not a directory" in err
+    code, _, err = run_main(monkeypatch, capsys, "diagnose", "dg-nope")
+    assert code == 2 and "'dg-nope' is not a URL, nor a deployment" in err
+    code, _, err = run_main(monkeypatch, capsys, "diagnose", f"127.0.0.1:{port}")
+    assert code == 2 and "diagnose needs --model" in err

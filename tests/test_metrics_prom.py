@@ -89,6 +89,42 @@ class TestVllmCounters:
         assert srv.hits == 1  # no second scrape needed
 
 
+class TestTargetsAsUsersNameThem:
+    """`metrics http://HOST:PORT`, `HOST:PORT` and a deployment name, like smoke and bench."""
+
+    @pytest.mark.parametrize("form", ["{base}", "{base}/", "{base}/v1", "{hostport}"])
+    def test_base_url_reads_its_metrics_page(self, serve, monkeypatch, capsys, form):
+        srv = serve(lambda n: vllm_page(n + 1))
+        base = srv.url.removesuffix("/metrics")
+        arg = form.format(base=base, hostport=base.removeprefix("http://"))
+        code, out, err = run_main(monkeypatch, capsys, "metrics", arg, "--json", *FAST)
+        assert code == 0, err
+        assert srv.paths == ["/metrics", "/metrics"]
+        assert json.loads(out)["mean_acceptance_length"] == pytest.approx(3.5)
+
+    def test_deployment_name_reads_its_log(self, monkeypatch, capsys, tmp_path):
+        from metrics_util import DATA
+
+        from dflashctl.server import deployments as state
+
+        state.save(
+            state.Deployment(
+                name="gpu1-8000", engine="vllm", host=None, url="http://127.0.0.1:9", pid=1,
+                starttime=0, log=str(DATA / "vllm_034_collapsed.log"), run_dir=str(tmp_path),
+                port=9, bind="127.0.0.1", model="m", model_id="m", drafter=None, cmd=[],
+                started_at=state.now_iso(),
+            )
+        )  # fmt: skip
+        code, out, err = run_main(monkeypatch, capsys, "metrics", "gpu1-8000", "--json")
+        assert code == 1, err  # the collapsed log's verdict: it was read
+        assert "collapse" in [a["kind"] for a in json.loads(out)["alarms"]]
+
+    def test_unknown_name_says_what_is_accepted(self, monkeypatch, capsys):
+        code, out, err = run_main(monkeypatch, capsys, "metrics", "prod-27b")
+        assert code == 2 and out == ""
+        assert "no such log file, URL or deployment: prod-27b" in err
+
+
 class TestSglang:
     def test_gauges(self, serve):
         page = (

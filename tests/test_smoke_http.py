@@ -296,6 +296,21 @@ class TestBaseline:
         assert rows(d, "speedup")[0]["status"] == "ok"
         assert d["baseline"]["decode_tokens_per_s"] < d["decode_tokens_per_s"]
 
+    def test_baseline_by_deployment_name(self, serve, monkeypatch, capsys, tmp_path):
+        fast = serve(Behaviour(delay=0.0005))
+        slow = serve(Behaviour(delay=0.005), spec=None, metrics="none")
+        TestDeploymentName.save(slow, tmp_path / "b.log", "vllm", name="plain-8001")
+        code, d, _ = smoke_json(monkeypatch, capsys, fast.url, *SHORT, "--baseline", "plain-8001")
+        assert code == 0, d["checks"]
+        assert d["baseline"]["url"] == slow.url
+        assert rows(d, "lossless")[0]["status"] == "ok"
+
+    def test_unknown_baseline_fails_before_any_request(self, serve, monkeypatch, capsys):
+        ours = serve()
+        code, out, err = run_main(monkeypatch, capsys, "smoke", ours.url, "--baseline", "nope")
+        assert code == 2 and out == "" and "'nope' is not a URL" in err
+        assert ours.requests == []
+
     def test_different_greedy_output(self, serve, monkeypatch, capsys):
         ours = serve()
         other = serve(Behaviour(text=QUICKSORT.replace("pivot, *rest", "pivot, *others")))
@@ -352,10 +367,10 @@ class TestDeploymentName:
     """A NAME target: the state file `dflashctl serve` writes supplies URL, model and log."""
 
     @staticmethod
-    def save(srv: FakeEngine, log, engine: str) -> str:
+    def save(srv: FakeEngine, log, engine: str, name: str = "gpu1-8000") -> str:
         state = pytest.importorskip("dflashctl.server.deployments")
         dep = state.Deployment(
-            name="gpu1-8000", engine=engine, host=None, url=srv.url + "/", pid=1, starttime=0,
+            name=name, engine=engine, host=None, url=srv.url + "/", pid=1, starttime=0,
             log=str(log), run_dir=str(log.parent), port=8000, bind="127.0.0.1",
             model="/models/target", model_id="fake/model", drafter=None, cmd=[],
             started_at=state.now_iso(),

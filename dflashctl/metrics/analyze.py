@@ -36,6 +36,7 @@ class MetricsOptions:
     min_acceptance_length: float | None = None
     host: str | None = None
     max_windows: int = 2000
+    ssh: Any = None  # hosts.ssh.SSHOptions for --host (ssh_config, accepting a new host key)
 
     def validate(self, source: str) -> None:
         if self.engine not in ENGINES:
@@ -255,7 +256,7 @@ def analyze_remote(source: str, opts: MetricsOptions, th: Thresholds) -> Metrics
     from dflashctl.hosts import open_host
 
     assert opts.host
-    with open_host(opts.host) as host:
+    with open_host(opts.host, ssh=opts.ssh) as host:
         st = host.stat(source)
         if st is None:
             raise InputError(f"no such log file: {opts.host}:{source}")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from dflashctl.errors import DflashError, InputError
 from dflashctl.metrics.alarms import Thresholds, evaluate
@@ -266,7 +267,7 @@ def follow_source(
         )
     if opts.host:
         return follow_log(
-            _remote_tail(source, opts.host, should_stop),
+            _remote_tail(source, opts.host, should_stop, opts.ssh),
             source=f"{opts.host}:{source}",
             opts=opts,
             th=th,
@@ -277,12 +278,12 @@ def follow_source(
 
 
 def _remote_tail(
-    source: str, host_spec: str, should_stop: StopFn | None
+    source: str, host_spec: str, should_stop: StopFn | None, ssh: Any = None
 ) -> Iterator[bytes | str | None]:
     """`tail_file` for a log on an SSH host (`tail -F` there; rotation and truncation markers)."""
     from dflashctl.hosts import open_host
 
-    host = open_host(host_spec)
+    host = open_host(host_spec, ssh=ssh)
     try:
         if host.stat(source) is None:  # fail now (exit 2) on a missing file
             raise InputError(f"no such log file: {host_spec}:{source}")

@@ -29,6 +29,8 @@ class Target:
     log: str | None = None
     host: str | None = None  # where the log lives (None: this machine)
     ssh_config: str | None = None
+    model_path: str | None = None  # what was served (a directory or hub id on `host`)
+    drafter: str | None = None
 
 
 def resolve_target(target: str) -> Target:
@@ -49,4 +51,6 @@ def resolve_target(target: str) -> Target:
         log=dep.log or None,
         host=dep.host,
         ssh_config=getattr(dep, "ssh_config", None),
+        model_path=dep.model or None,
+        drafter=dep.drafter or None,
     )

@@ -15,13 +15,21 @@ from dflashctl.console import emit_json
 
 
 def diagnose(
-    url: Annotated[str, typer.Argument(help="The production server's URL (or HOST:PORT).")],
+    url: Annotated[
+        str,
+        typer.Argument(
+            help="The production server: a URL, HOST:PORT, or a deployment name (its record "
+            "gives --model, --drafter, --log and --host)."
+        ),
+    ],
     model: Annotated[
-        str, typer.Option("--model", help="Target model directory (on --host: its path there).")
-    ],
+        str | None,
+        typer.Option("--model", help="Target model directory (on --host: its path there)."),
+    ] = None,
     drafter: Annotated[
-        str, typer.Option("--drafter", help="Drafter directory (on --host: its path there).")
-    ],
+        str | None,
+        typer.Option("--drafter", help="Drafter directory (on --host: its path there)."),
+    ] = None,
     log: Annotated[
         str | None,
         typer.Option("--log", help="The production server's log: its effective config."),
@@ -65,6 +73,7 @@ def diagnose(
     Examples:
       dflashctl diagnose http://127.0.0.1:8000 --model ./target --drafter ./drafter --log vllm.log
       dflashctl diagnose http://gpu1:8000 --model /models/t --drafter /models/d --host gpu1
+      dflashctl diagnose gpu1-8000                  # a deployment dflashctl serve started
       dflashctl diagnose URL --model T --drafter D --prompts prompts.json --max-tokens 64 --json
     """
     from dflashctl.commands.diagnose.render import progress, render_diagnose

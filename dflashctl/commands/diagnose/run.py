@@ -75,9 +75,9 @@ DEFAULT_MAX_TOKENS = 128
 
 @dataclass
 class DiagnoseOptions:
-    url: str
-    model: str  # target directory (on --host: its path there)
-    drafter: str  # drafter directory
+    url: str  # a URL, HOST:PORT, or a deployment name (its record gives model, drafter, log)
+    model: str | None = None  # target directory (on --host: its path there)
+    drafter: str | None = None  # drafter directory
     log: str | None = None  # the production server's log (on --host: its path there)
     host: str | None = None
     prompts_file: Path | None = None
@@ -88,6 +88,7 @@ class DiagnoseOptions:
     python: str | None = None  # the host's interpreter for the reference engine
     log_interval: float = 10.0  # production's stats interval, when acceptance comes from --log
     ready_timeout: float = 600.0
+    ssh: Any = None  # hosts.ssh.SSHOptions for --host
 
     def validate(self) -> None:
         if self.max_tokens < 1:
@@ -103,8 +104,15 @@ class DiagnoseOptions:
             )
         if self.dtype not in ("auto", "float32", "bfloat16"):
             raise UsageError(f"--dtype {self.dtype!r}: use auto, float32 or bfloat16")
-        if not self.model.strip() or not self.drafter.strip():
-            raise UsageError("--model and --drafter must name directories")
+        for flag, value in (("--model", self.model), ("--drafter", self.drafter)):
+            if value is None:
+                raise UsageError(
+                    f"diagnose needs {flag}: {self.url} is not a deployment that records it",
+                    "pass --model DIR --drafter DIR, or the name of a deployment dflashctl "
+                    "serve started (dflashctl status lists them)",
+                )
+            if not value.strip():
+                raise UsageError("--model and --drafter must name directories")
 
 
 def load_prompt_file(path: Path) -> list[Prompt]:
@@ -256,14 +264,30 @@ def run_diagnose(
     progress: Progress | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DiagnoseReport:
+    from dflashctl.hosts import open_host
+    from dflashctl.hosts.ssh import SSHOptions
+    from dflashctl.server.targets import resolve_target
+
+    # the target first (a URL, HOST:PORT or a deployment), before anything is sent
+    target = resolve_target(opts.url)
+    ssh = opts.ssh
+    if target.name is not None:
+        import dataclasses
+
+        opts = dataclasses.replace(
+            opts,
+            model=opts.model or target.model_path,
+            drafter=opts.drafter or target.drafter,
+            log=opts.log if opts.log is not None else target.log,
+            host=opts.host or target.host,
+        )
+        if ssh is None and target.ssh_config:
+            ssh = SSHOptions(ssh_config=target.ssh_config)
     opts.validate()
     say = progress or (lambda _m: None)
-    from dflashctl.hosts import open_host
-    from dflashctl.server.client import normalize_url
-
-    url = normalize_url(opts.url)
+    url = target.url
     prompts = load_prompt_file(opts.prompts_file) if opts.prompts_file else load_prompts("smoke")
-    with open_host(opts.host, python=opts.python) as host:
+    with open_host(opts.host, ssh=ssh, python=opts.python) as host:
         return _run(opts, host, url, prompts, say, sleep)
 
 
@@ -284,6 +308,7 @@ def _checkpoints(host: Any, opts: DiagnoseOptions) -> _Checkpoints:
     def absolute(path: str) -> str:
         return str(Path(path).resolve()) if host.is_local else host.abspath(path)
 
+    assert opts.model is not None and opts.drafter is not None  # validate() saw to it
     model, drafter = absolute(opts.model), absolute(opts.drafter)
     for label, d in (("--model", model), ("--drafter", drafter)):
         if not host.is_dir(d):
@@ -360,8 +385,8 @@ def _run(
             host,
             prompts,
             production,
-            model=opts.model,
-            drafter=opts.drafter,
+            model=opts.model or ck.model,
+            drafter=opts.drafter or ck.drafter,
             host_spec=opts.host,
             k=k,
             dtype=opts.dtype,

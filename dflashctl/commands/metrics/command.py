@@ -17,7 +17,11 @@ from dflashctl.commands.options import (
 
 def metrics(
     source: Annotated[
-        str, typer.Argument(help="Log file, '-' for stdin, or http(s)://HOST:PORT/metrics.")
+        str,
+        typer.Argument(
+            help="Log file, '-' for stdin, http(s)://HOST:PORT (its /metrics is read), "
+            "HOST:PORT, or a deployment name (its log)."
+        ),
     ],
     json_out: JsonOpt = False,
     interval: Annotated[
@@ -59,12 +63,17 @@ def metrics(
 
     Examples:
       dflashctl metrics vllm.log
-      dflashctl metrics http://127.0.0.1:8000/metrics --interval 30 --json
+      dflashctl metrics http://127.0.0.1:8000 --interval 30 --json
+      dflashctl metrics local-8000                  # a deployment: its log
       dflashctl metrics server.log --drafter qwen3-8b-dflash-b16 --min-acceptance-length 2.5
       dflashctl metrics server.log --follow --exit-on-alarm
     """
+    from dflashctl.commands.metrics.source import resolve_source
+    from dflashctl.hosts.ssh import SSHOptions
     from dflashctl.metrics import MetricsOptions, analyze_source
 
+    src = resolve_source(source, host)
+    source, host = src.source, src.host
     opts = MetricsOptions(
         engine=engine.lower(),
         interval=interval,
@@ -72,6 +81,7 @@ def metrics(
         drafter=drafter,
         min_acceptance_length=min_acceptance_length,
         host=host,
+        ssh=SSHOptions(ssh_config=src.ssh_config) if src.ssh_config else None,
     )
     if follow:
         from dflashctl.commands.metrics.render import run_follow

@@ -37,7 +37,7 @@ from dflashctl.metrics.spec_probe import (
 )
 from dflashctl.metrics.window import Finding
 from dflashctl.report import Row, rows_ok
-from dflashctl.server.client import Completion, list_models, make_client, normalize_url, stream_chat
+from dflashctl.server.client import Completion, list_models, make_client, stream_chat
 from dflashctl.server.targets import resolve_target
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -204,7 +204,9 @@ def run_smoke(
     say = progress or (lambda _msg: None)
     target = resolve_target(opts.target)
     url = target.url
-    base_url = normalize_url(opts.baseline) if opts.baseline else None
+    # every target resolved (URL, HOST:PORT or a deployment name) before any request
+    base = resolve_target(opts.baseline) if opts.baseline else None
+    base_url = base.url if base is not None else None
     if base_url is not None and base_url == url:
         raise UsageError(
             "--baseline is the server under test", "point it at a server without speculation"
