@@ -92,7 +92,8 @@ metrics: {min_acceptance_length: 3}
 """,
     )
     code, out, _ = run_main(monkeypatch, capsys, "run", str(book), "--dry-run")
-    assert code == 2  # one host could not even be planned
+    assert code == 0  # a dry run connects to nothing: the unknown alias is not looked up
+    assert "not checked on nosuchalias (a dry run does not connect; --check does)" in out
     lines = [line.strip() for line in out.splitlines()]
     rev = "0123456789abcdef0123456789abcdef01234567"
     assert f"dflashctl fetch demo --revision {rev} --dir /d" in lines
@@ -103,7 +104,40 @@ metrics: {min_acceptance_length: 3}
         line.startswith("dflashctl metrics ") and line.endswith("--min-acceptance-length 3")
         for line in lines
     )
+    code, out, _ = run_main(monkeypatch, capsys, "run", str(book), "--dry-run", "--check")
+    assert code == 2  # --check connects: one host could not even be planned
     assert "two-nosuchalias: nosuchalias: unknown host name 'nosuchalias'" in out
+
+
+def test_dry_run_opens_no_connection(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The bundled TP-2 playbook, its alias pointing at a port that records connections: a dry
+    run renders every step and connects to nothing; --check does connect."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(0.3)
+    port = listener.getsockname()[1]
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host gpu-a100\n  HostName 127.0.0.1\n  Port {port}\n  ConnectTimeout 1\n")
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(cfg))
+    try:
+        code, out, err = run_main(
+            monkeypatch, capsys, "run", "playbooks/vllm-2xa100-tp2.yaml", "--dry-run"
+        )
+        assert code == 0, out + err
+        assert "/vllm/bin/vllm' serve Qwen/Qwen3-8B" in out and "not checked on gpu-a100" in out
+        assert "(vllm, http://127.0.0.1:8000)" in out  # the alias' HostName, read offline
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody knocked
+        code, out, err = run_main(
+            monkeypatch, capsys, "serve", "vllm-2xa100-tp2", "--dry-run", "--check"
+        )
+        assert code == 2
+        listener.accept()[0].close()  # --check did connect
+    finally:
+        listener.close()
 
 
 def test_run_unknown_section_key_is_exit_2_with_file_and_line(

@@ -268,7 +268,7 @@ class TestRender:
         import dflashctl.server.launch as launch
 
         no_drafter = (str(tmp_path / "target"), str(tmp_path / "no-drafter"))
-        monkeypatch.setattr(launch, "demo_pair_dirs", lambda host: no_drafter)
+        monkeypatch.setattr(launch, "demo_pair_dirs", lambda host, setup=True: no_drafter)
         code, out, err = run_main(monkeypatch, capsys, "serve", "--dry-run")
         assert code == 2 and out == ""
         assert "the embedded demo drafter is missing" in err and "Traceback" not in err

@@ -145,7 +145,7 @@ def test_hostile_model_path_and_secrets(monkeypatch, capsys, remote_env, tmp_pat
 def test_remote_dry_run_reads_k_on_the_host(monkeypatch, capsys, remote_env, pair):
     target, drafter = pair
     args = ["serve", "--host", "testhost", "--engine", "sglang", "--model", str(target)]
-    args += ["--drafter", str(drafter), "--dry-run"]
+    args += ["--drafter", str(drafter), "--dry-run", "--check"]
     code, plan, _ = run_json(monkeypatch, capsys, *args)
     assert code == 0
     assert plan["num_speculative_tokens"] == 3

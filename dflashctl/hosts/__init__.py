@@ -54,3 +54,18 @@ def open_host(
     if python:
         host.python = python
     return host
+
+
+def offline_host(spec: str, *, ssh: SSHOptions | None = None, python: str | None = None) -> Host:
+    """`spec` as a dry run sees it: named, its ssh_config alias read (a local file), never
+    connected to (no DNS, no TCP)."""
+    from dflashctl.errors import DflashError
+    from dflashctl.hosts.host import OfflineHost
+    from dflashctl.hosts.ssh import SSHOptions, resolve
+
+    check_host_spec(spec)
+    try:
+        target = resolve(spec, ssh or SSHOptions())
+    except DflashError:
+        target = None  # a bad alias or config is for the real run (or --check) to report
+    return OfflineHost(spec, python, target)

@@ -315,6 +315,61 @@ class Host:
         self.sh("\n".join(lines), timeout=15.0)
 
 
+class OfflineHost(Host):
+    """A remote host named but not connected to: what a dry run plans against. It knows its
+    name (and the HostName its ssh_config alias gives, `target`), nothing on it: no file exists,
+    `~` stays `~`, and running anything is an error that says to connect (--check)."""
+
+    is_local = False
+
+    def __init__(self, spec: str, python: str | None = None, target: object = None) -> None:
+        self.label = spec
+        self.python = python or "python3"
+        self.target = target
+
+    def _no(self) -> DflashError:
+        from dflashctl.errors import RemoteError
+
+        return RemoteError(
+            f"{self.label}: a dry run does not connect, and this step needs the host",
+            "add --check to connect and check there",
+        )
+
+    def sh(
+        self,
+        script: str,
+        *,
+        timeout: float = 30.0,
+        stdin: bytes | None = None,
+        retry: bool = True,
+    ) -> CommandResult:
+        raise self._no()
+
+    def home(self) -> str:
+        return "~"
+
+    def stat(self, path: str) -> FileStat | None:
+        return None
+
+    def is_dir(self, path: str) -> bool:
+        return False
+
+    def listdir(self, path: str) -> list[str]:
+        raise self._no()
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        raise self._no()
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        raise self._no()
+
+    def makedirs(self, path: str) -> None:
+        raise self._no()
+
+    def http_get(self, host: str, port: int, path: str, timeout: float = 5.0) -> HttpReply | None:
+        raise self._no()
+
+
 class LocalHost(Host):
     """This machine."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.errors import DflashError, UsageError
-from dflashctl.hosts import open_host
+from dflashctl.hosts import offline_host, open_host
 from dflashctl.hosts.ssh import SSHOptions
 from dflashctl.playbook import Playbook, deployment_name, load_playbook
 from dflashctl.server.launch import (
@@ -67,9 +67,12 @@ def run_serve(
     ssh: SSHOptions,
     detach: bool,
     dry_run: bool,
+    check: bool = False,
     on_event: OnEvent | None = None,
     poll: float | None = None,
 ) -> ServeOutcome:
+    """`dry_run` plans without connecting to any host (what it could not check is in the
+    notes); `check` with it connects and reads the facts there (drafter config, ~, python)."""
     if not targets:
         raise UsageError("nothing to serve")
     outcome = ServeOutcome(dry_run=dry_run)
@@ -77,8 +80,13 @@ def run_serve(
         detach = True  # several hosts: parallel and detached
 
     def one(opts: ServeOptions) -> Plan | LaunchResult:
-        with open_host(opts.host, ssh=ssh, python=opts.python) as host:
-            p = plan(opts, host)
+        offline = dry_run and not check
+        if offline and opts.host is not None:
+            opened = offline_host(opts.host, ssh=ssh, python=opts.python)
+        else:
+            opened = open_host(opts.host, ssh=ssh, python=opts.python)
+        with opened as host:
+            p = plan(opts, host, setup=not offline)
             if dry_run:
                 return p
             if detach:

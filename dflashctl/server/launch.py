@@ -176,7 +176,7 @@ class LaunchResult:
 # ---- planning --------------------------------------------------------------------------------
 
 
-def demo_pair_dirs(host: Host) -> tuple[str, str]:
+def demo_pair_dirs(host: Host, *, setup: bool = True) -> tuple[str, str]:
     """(target, drafter) of the embedded demo pair on `host`: the target as `demo_target` set it
     up there (converted once into that host's cache; the first call downloads and converts), the
     drafter as installed with the dflashctl that will run the engine."""
@@ -185,6 +185,10 @@ def demo_pair_dirs(host: Host) -> tuple[str, str]:
         from dflashctl.demo_target import ensure
 
         drafter = Path(dflashctl.__file__).resolve().parent / "assets" / "demo" / "drafter"
+        if not setup:
+            from dflashctl.demo_target import target_dir
+
+            return str(target_dir()), str(drafter)
         return str(ensure()), str(drafter)
     code = (
         "import os, dflashctl; from dflashctl.demo_target import ensure; print(ensure()); "
@@ -323,8 +327,12 @@ def _expand(host: Host, path: str | None) -> str | None:
     return path
 
 
-def plan(opts: ServeOptions, host: Host) -> Plan:
-    """Resolve the options into a command for `host` (reads the drafter config there)."""
+def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
+    """Resolve the options into a command for `host` (reads the drafter config there). An
+    `OfflineHost` (a dry run) is never connected to: the notes say what was not checked. With
+    `setup` False nothing is downloaded (the demo target's path is where it would be)."""
+    from dflashctl.hosts.host import OfflineHost
+
     if opts.engine not in ENGINES:
         raise UsageError(f"unknown engine {opts.engine!r}", f"use one of: {', '.join(ENGINES)}")
     notes: list[str] = []
@@ -332,7 +340,12 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
     if model is None:
         if opts.engine != "local":
             raise UsageError(f"--engine {opts.engine} needs --model (a hub id or a directory)")
-        target_dir, drafter_dir = demo_pair_dirs(host)
+        if isinstance(host, OfflineHost):
+            raise UsageError(
+                f"the demo pair's paths on {host.label} are known only there",
+                "add --check to connect and ask, or name --model and --drafter",
+            )
+        target_dir, drafter_dir = demo_pair_dirs(host, setup=setup)
         if (
             opts.spec == "dflash"
             and drafter is None
@@ -348,6 +361,14 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
         if drafter is None and opts.spec == "dflash":
             drafter = drafter_dir
         notes.append("serving the embedded demo pair")
+        if not setup and host.is_local:
+            from dflashctl.demo_target import is_ready
+
+            if not is_ready():
+                notes.append(
+                    "the demo target is not set up here yet: the first real serve downloads "
+                    "and converts it (about 100 MB)"
+                )
     if opts.spec == "none" and drafter is not None:
         notes.append("--spec none: the drafter is not used (plain greedy control)")
         drafter = None if opts.engine == "local" else drafter
@@ -422,6 +443,13 @@ def plan(opts: ServeOptions, host: Host) -> Plan:
         for key in AUTO_SECRETS:
             if key in os.environ and key not in secret_names:
                 secret_names.append(key)
+    if isinstance(host, OfflineHost):
+        unchecked = [f"the drafter's config.json there (K from {k_source})" if k_source else ""]
+        unchecked += ["what ~ is there", f"that {spec.python} exists", f"that port {port} is free"]
+        notes.append(
+            f"not checked on {host.label} (a dry run does not connect; --check does): "
+            + ", ".join(u for u in unchecked if u)
+        )
     return Plan(
         name=name,
         host=opts.host,

@@ -20,7 +20,17 @@ def run(
         bool, typer.Option("--teardown", help="Stop the servers this run started at the end.")
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print every command on every host; run nothing.")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print every command on every host; run nothing, connect to nothing.",
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="With --dry-run: connect to each host and read the facts there."
+        ),
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -39,8 +49,14 @@ def run(
     path = find_playbook(playbook)
     if path is None:
         raise UsageError(f"{playbook!r} is not a playbook file or a bundled playbook name")
+    if check and not dry_run:
+        raise UsageError("--check goes with --dry-run", "dflashctl run PLAYBOOK --dry-run --check")
     report = run_playbook(
-        path, teardown=teardown, dry_run=dry_run, on_step=None if json_out else step_line
+        path,
+        teardown=teardown,
+        dry_run=dry_run,
+        check=check,
+        on_step=None if json_out else step_line,
     )
     if json_out:
         emit_json(report.to_json())

@@ -73,6 +73,8 @@ def render_run(report: RunReport, console: Console = out) -> None:
             console.print(f"{head} ({c['engine']}, {c['url']})")
             for step in c["steps"]:
                 console.print(f"  {escape(step)}", soft_wrap=True)
+            for note in c.get("notes", []):
+                console.print(f"  [dim]# {escape(note)}[/dim]", soft_wrap=True)
         for label, why in report.errors.items():
             console.print(f"[bold]{escape(label)}[/bold]: [red]{escape(why)}[/red]", soft_wrap=True)
         return

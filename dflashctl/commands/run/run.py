@@ -384,6 +384,7 @@ def run_playbook(
     *,
     teardown: bool = False,
     dry_run: bool = False,
+    check: bool = False,
     overrides: dict[str, Any] | None = None,
     on_step: OnStep | None = None,
 ) -> RunReport:
@@ -393,7 +394,9 @@ def run_playbook(
         from dflashctl.hosts.ssh import SSHOptions
         from dflashctl.server.book import run_serve
 
-        outcome = run_serve([hp.serve for hp in plans], ssh=SSHOptions(), detach=True, dry_run=True)
+        outcome = run_serve(
+            [hp.serve for hp in plans], ssh=SSHOptions(), detach=True, dry_run=True, check=check
+        )
         by_name = {hp.serve.name: hp for hp in plans}
         cmds = [p.to_json() | {"steps": dry_run_steps(by_name[p.name], p)} for p in outcome.plans]
         return RunReport(

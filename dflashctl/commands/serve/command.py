@@ -95,7 +95,22 @@ def serve(
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Return once ready; the server keeps running.")
     ] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the command only.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the command only; connects to nothing (the notes say what was not "
+            "checked).",
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="With --dry-run: connect to the host and read the facts there (the drafter's "
+            "config.json, ~, the demo pair).",
+        ),
+    ] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Launch even if verify-config finds a problem.")
     ] = False,
@@ -158,9 +173,12 @@ def serve(
     else:
         targets = [ServeOptions.from_settings({}, **cli, host=host, name=name, extra_args=items)]
     ssh = SSHOptions(ssh_config=ssh_config, accept_new_host_key=accept_new_host_key)
-    if any(t.engine == "local" and t.model is None and t.host is None for t in targets):
+    if check and not dry_run:
+        raise UsageError("--check goes with --dry-run", "dflashctl serve ... --dry-run --check")
+    demo_here = any(t.engine == "local" and t.model is None and t.host is None for t in targets)
+    if demo_here and (not dry_run or check):  # a plain dry run downloads nothing
         _ensure_demo_target(quiet=json_out)
-    _serve_run(targets, ssh, detach=detach, dry_run=dry_run, json_out=json_out)
+    _serve_run(targets, ssh, detach=detach, dry_run=dry_run, check=check, json_out=json_out)
 
 
 def _ensure_demo_target(quiet: bool = False) -> None:
@@ -172,7 +190,13 @@ def _ensure_demo_target(quiet: bool = False) -> None:
 
 
 def _serve_run(
-    targets: list[Any], ssh: Any, *, detach: bool, dry_run: bool, json_out: bool
+    targets: list[Any],
+    ssh: Any,
+    *,
+    detach: bool,
+    dry_run: bool,
+    json_out: bool,
+    check: bool = False,
 ) -> None:
     from dflashctl.commands.serve.render import Progress, render_plans, render_results
     from dflashctl.server.book import run_serve
@@ -180,7 +204,9 @@ def _serve_run(
     several = len(targets) > 1
     foreground = not detach and not dry_run and not several
     with Progress(stream_log=foreground, prefix=several or foreground or dry_run) as progress:
-        outcome = run_serve(targets, ssh=ssh, detach=detach, dry_run=dry_run, on_event=progress)
+        outcome = run_serve(
+            targets, ssh=ssh, detach=detach, dry_run=dry_run, check=check, on_event=progress
+        )
     if json_out:
         emit_json(outcome.to_json())
     elif dry_run:
