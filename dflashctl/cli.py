@@ -56,6 +56,9 @@ def _root(
 
     Exit codes: 0 healthy, 1 a problem was found, 2 could not run.
     """
+    from dflashctl.hosts import set_command_ssh
+
+    set_command_ssh()  # no SSH options left over from an earlier command in this process
 
 
 # Every command: its module under dflashctl/commands/<verb>/command.py.

@@ -100,7 +100,8 @@ def test_changed_host_key_is_refused_even_when_accepting_new(sshd, tmp_path, mon
     monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(cfg))
     with pytest.raises(HostKeyError, match="has CHANGED") as info:
         SSHHost.connect("testhost", SSHOptions(accept_new_host_key=True))
-    assert "ssh-keygen -R" in (info.value.hint or "")
+    # the alias names its own UserKnownHostsFile: plain `ssh-keygen -R` would not touch it
+    assert f"ssh-keygen -R '[127.0.0.1]:{sshd.port}' -f {known}" in (info.value.hint or "")
 
 
 def test_wrong_key_and_closed_port(sshd, tmp_path, monkeypatch):
@@ -236,3 +237,31 @@ def test_follow_a_remote_log_through_rotation(host, tmp_path):
             steps.pop(0)[1]()
     assert text() == "old 1\nold 2\nnew 1\nnew 2\n"
     assert ROTATED in got or TRUNCATED in got
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["metrics", "vllm_034_healthy.log"],
+        ["verify-config", "qwen3.6-27b-dflash-stale"],
+        ["smoke", "http://127.0.0.1:9", "--log", "vllm_034_healthy.log"],
+    ],
+)
+def test_every_host_command_takes_the_ssh_options(sshd, tmp_path, monkeypatch, capsys, command):
+    """The hint for an unknown key names --accept-new-host-key: every --host command has it, and
+    --ssh-config, with the same meaning as serve's."""
+    from pathlib import Path
+
+    from serve_util import run_main
+
+    data = Path(__file__).parent / "data"
+    command = [command[0], *(str(data / a) if (data / a).exists() else a for a in command[1:])]
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(sshd.ssh_config.read_text().replace(str(sshd.known_hosts), str(tmp_path / "kh")))
+    monkeypatch.delenv("DFLASHCTL_SSH_CONFIG", raising=False)
+    args = [*command, "--host", "testhost", "--ssh-config", str(cfg)]
+    code, _, err = run_main(monkeypatch, capsys, *args)
+    assert code == 2 and "is not in known_hosts" in err and "--accept-new-host-key" in err
+    _, _, err = run_main(monkeypatch, capsys, *args, "--accept-new-host-key")
+    assert "known_hosts" not in err, err
+    assert (tmp_path / "kh").read_text().startswith(f"[127.0.0.1]:{sshd.port} ")

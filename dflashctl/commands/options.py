@@ -17,6 +17,21 @@ HostOpt = Annotated[
         "(not a listen address: that is serve --bind).",
     ),
 ]
+SSHConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ssh-config",
+        help="ssh_config file for --host (default ~/.ssh/config; env DFLASHCTL_SSH_CONFIG).",
+    ),
+]
+AcceptNewHostKeyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-key",
+        help="With --host: add an unknown host key to known_hosts (never a changed one; env "
+        "DFLASHCTL_ACCEPT_NEW_HOST_KEY=1).",
+    ),
+]
 DrafterNameOpt = Annotated[
     str | None,
     typer.Option("--drafter", help="Registry name of the drafter (see playbooks/drafters/)."),

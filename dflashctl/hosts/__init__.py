@@ -8,11 +8,23 @@ report its facts).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dflashctl.hosts.host import Host
     from dflashctl.hosts.ssh import SSHOptions
+
+
+# The running command's --ssh-config / --accept-new-host-key: every SSH connection it opens
+# uses them, whoever builds its SSHOptions (an explicit SSHOptions field still wins; the
+# environment, DFLASHCTL_SSH_CONFIG / DFLASHCTL_ACCEPT_NEW_HOST_KEY, comes after).
+COMMAND_SSH: dict[str, Any] = {}
+
+
+def set_command_ssh(ssh_config: str | None = None, accept_new_host_key: bool = False) -> None:
+    """Set by each command from its SSH options (cleared for every command by the CLI)."""
+    COMMAND_SSH.clear()
+    COMMAND_SSH.update(ssh_config=ssh_config, accept_new_host_key=accept_new_host_key)
 
 
 # Addresses a server listens on, not machines to reach: `vllm serve --host 0.0.0.0` habits.

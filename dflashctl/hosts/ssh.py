@@ -61,7 +61,13 @@ class SSHOptions:
     timeout: float = 10.0
 
     def config_path(self) -> Path | None:
-        path = self.ssh_config or os.environ.get("DFLASHCTL_SSH_CONFIG")
+        from dflashctl.hosts import COMMAND_SSH
+
+        path = (
+            self.ssh_config
+            or COMMAND_SSH.get("ssh_config")
+            or os.environ.get("DFLASHCTL_SSH_CONFIG")
+        )
         if path:
             p = Path(path).expanduser()
             if not p.is_file():
@@ -71,7 +77,13 @@ class SSHOptions:
         return default if default.is_file() else None
 
     def accept_new(self) -> bool:
-        return self.accept_new_host_key or os.environ.get("DFLASHCTL_ACCEPT_NEW_HOST_KEY") == "1"
+        from dflashctl.hosts import COMMAND_SSH
+
+        return (
+            self.accept_new_host_key
+            or bool(COMMAND_SSH.get("accept_new_host_key"))
+            or os.environ.get("DFLASHCTL_ACCEPT_NEW_HOST_KEY") == "1"
+        )
 
 
 @dataclass
@@ -188,6 +200,17 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
             f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
+def forget_key_command(t: HostTarget) -> str:
+    """`ssh-keygen -R` for the file the key is in: `-f FILE` when the alias sets its own
+    UserKnownHostsFile (plain `ssh-keygen -R` only edits ~/.ssh/known_hosts)."""
+    cmd = f"ssh-keygen -R {shlex.quote(t.key_name)}"
+    default = str(Path.home() / ".ssh" / "known_hosts")
+    files = [f for f in t.known_hosts if f != default]
+    if files:
+        cmd += f" -f {shlex.quote(files[0])}"
+    return cmd
+
+
 def _connect_error(t: HostTarget, e: BaseException) -> RemoteError:
     where = f"{t.user}@{t.hostname}:{t.port}"
     if isinstance(e, _UnknownHostKey):
@@ -202,7 +225,7 @@ def _connect_error(t: HostTarget, e: BaseException) -> RemoteError:
             f"{t.spec}: host key of {t.key_name} has CHANGED (now {fingerprint(e.key)}, "
             f"known_hosts has {fingerprint(e.expected_key)}): refusing to connect",
             "if the host was reinstalled, remove the old key with "
-            f"`ssh-keygen -R '{t.key_name}'`; otherwise someone may be intercepting the connection",
+            f"`{forget_key_command(t)}`; otherwise someone may be intercepting the connection",
         )
     if isinstance(e, paramiko.PasswordRequiredException):
         return RemoteError(

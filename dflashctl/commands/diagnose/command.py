@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     JsonOpt,
+    SSHConfigOpt,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -41,6 +43,8 @@ def diagnose(
             help="The host that has the checkpoints; the reference engine is launched there.",
         ),
     ] = None,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     prompts: Annotated[
         Path | None,
         typer.Option("--prompts", help="Prompts file: JSON list, JSON lines or one per line."),
@@ -76,6 +80,9 @@ def diagnose(
       dflashctl diagnose gpu1-8000                  # a deployment dflashctl serve started
       dflashctl diagnose URL --model T --drafter D --prompts prompts.json --max-tokens 64 --json
     """
+    from dflashctl.hosts import set_command_ssh
+
+    set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.diagnose.render import progress, render_diagnose
     from dflashctl.commands.diagnose.run import DiagnoseOptions, run_diagnose
 

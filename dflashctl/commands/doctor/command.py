@@ -7,8 +7,10 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     HostOpt,
     JsonOpt,
+    SSHConfigOpt,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -16,6 +18,8 @@ from dflashctl.console import emit_json
 
 def doctor(
     host: HostOpt = None,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     engine: Annotated[
         str | None,
         typer.Option("--engine", help="vllm, sglang or local (default: what is installed)."),
@@ -57,6 +61,9 @@ def doctor(
       dflashctl doctor --engine vllm --python .venv-vllm/bin/python --drafter ./drafter --json
       dflashctl doctor --engine sglang --model /models/target --drafter /models/drafter -k 15
     """
+    from dflashctl.hosts import set_command_ssh
+
+    set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.doctor.report import DoctorOptions
     from dflashctl.commands.doctor.run import run_doctor
 

@@ -398,8 +398,9 @@ def row_processes(rows: Rows, facts: dict[str, Any]) -> None:
         "engine processes",
         "warning",
         f"{len(procs)} running: {listed}",
-        "if they are leftovers, stop them (`dflashctl serve stop` for servers dflashctl started, "
-        "otherwise `kill PID` yourself); doctor never kills anything",
+        "if they are leftovers, stop them (`dflashctl stop --all` for servers dflashctl started, "
+        "`dflashctl status` lists them; otherwise `kill PID` yourself); doctor never kills "
+        "anything",
         processes=procs,
     )
 

@@ -8,8 +8,10 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     HostOpt,
     JsonOpt,
+    SSHConfigOpt,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -40,6 +42,8 @@ def fetch(
         ),
     ] = None,
     host: HostOpt = None,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     remote_dir: Annotated[
         str | None,
         typer.Option("--remote-dir", help="With --host: the directory there (default: repo name)."),
@@ -94,6 +98,9 @@ def fetch(
       dflashctl fetch qwen3.8-27b-dflash2 --check-upstream
       dflashctl fetch qwen3.8-27b-dflash2 --host gpu1 --remote-fetch --python /opt/venv/bin/python
     """
+    from dflashctl.hosts import set_command_ssh
+
+    set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.fetch.render import RichFetchProgress, render_fetch
     from dflashctl.commands.fetch.run import fetch as run_fetch
 

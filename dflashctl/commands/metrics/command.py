@@ -8,9 +8,11 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     DrafterNameOpt,
     HostOpt,
     JsonOpt,
+    SSHConfigOpt,
     exit_for,
 )
 
@@ -55,6 +57,8 @@ def metrics(
         float, typer.Option("--timeout", help="Seconds to wait for a /metrics answer.")
     ] = 10.0,
     host: HostOpt = None,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
 ) -> None:
     """Parse spec-decode metrics from a log, a remote log or a /metrics URL; alarm on collapse.
 
@@ -68,6 +72,9 @@ def metrics(
       dflashctl metrics server.log --drafter qwen3-8b-dflash-b16 --min-acceptance-length 2.5
       dflashctl metrics server.log --follow --exit-on-alarm
     """
+    from dflashctl.hosts import set_command_ssh
+
+    set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.metrics.source import resolve_source
     from dflashctl.hosts.ssh import SSHOptions
     from dflashctl.metrics import MetricsOptions, analyze_source

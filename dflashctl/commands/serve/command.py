@@ -8,8 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     HostOpt,
     JsonOpt,
+    SSHConfigOpt,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -77,15 +79,8 @@ def serve(
         str | None, typer.Option("--name", help="Deployment name (default HOST-PORT).")
     ] = None,
     host: HostOpt = None,
-    ssh_config: Annotated[
-        str | None, typer.Option("--ssh-config", help="ssh_config file (default ~/.ssh/config).")
-    ] = None,
-    accept_new_host_key: Annotated[
-        bool,
-        typer.Option(
-            "--accept-new-host-key", help="Add an unknown host key (never a changed one)."
-        ),
-    ] = False,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     python: Annotated[
         str | None,
         typer.Option(
@@ -127,13 +122,14 @@ def serve(
     Exit 0 ready (or stopped with Ctrl-C in the foreground), 1 the launch failed (the log's
     root-cause lines are shown), 2 could not run (bad arguments, port in use, unreachable host).
     """
-    from dflashctl.hosts import check_host_spec
+    from dflashctl.hosts import check_host_spec, set_command_ssh
     from dflashctl.hosts.ssh import SSHOptions
     from dflashctl.playbook import find_playbook
     from dflashctl.server.book import options_from_playbook
     from dflashctl.server.launch import ServeOptions
 
     check_host_spec(host)
+    set_command_ssh(ssh_config, accept_new_host_key)
     items = list(args or [])
     book = find_playbook(items[0]) if items and not items[0].startswith("-") else None
     if book is not None:

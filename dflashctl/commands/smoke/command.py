@@ -8,9 +8,11 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     DrafterNameOpt,
     HostOpt,
     JsonOpt,
+    SSHConfigOpt,
     exit_for,
 )
 
@@ -27,6 +29,8 @@ def smoke(
         str | None, typer.Option("--metrics-url", help="Prometheus URL (default: URL/metrics).")
     ] = None,
     host: HostOpt = None,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     model: Annotated[
         str | None, typer.Option("--model", help="Model name (default: from /v1/models).")
     ] = None,
@@ -83,6 +87,9 @@ def smoke(
       dflashctl smoke http://gpu1:8000 --log vllm.log --min-tokens-per-s 30
       dflashctl smoke http://gpu1:8000 --baseline http://gpu1:8001
     """
+    from dflashctl.hosts import set_command_ssh
+
+    set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.smoke.render import emit_smoke_json, progress, render_smoke
     from dflashctl.commands.smoke.run import SmokeOptions, run_smoke
 

@@ -8,10 +8,12 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     DrafterNameOpt,
     EngineOpt,
     HostOpt,
     JsonOpt,
+    SSHConfigOpt,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -28,6 +30,8 @@ def verify_config(
         bool, typer.Option("--fix", help="Write canonical values (atomic, with a backup).")
     ] = False,
     host: HostOpt = None,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Check a drafter's config.json (and safetensors header) against canonical values and rules.
@@ -37,6 +41,9 @@ def verify_config(
       dflashctl verify-config ./drafter --target ./target --json
       dflashctl verify-config ./drafter --drafter demo --fix
     """
+    from dflashctl.hosts import set_command_ssh
+
+    set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.verify_config.render import render_verify
     from dflashctl.drafter.verify import run_verify
 
