@@ -76,13 +76,46 @@ app.command()(doctor.doctor)
 app.command()(diagnose.diagnose)
 
 
+def _wants_json(argv: list[str]) -> bool:
+    """`--json` among dflashctl's own arguments (not the engine's, after `--`)."""
+    args = argv[1:]
+    if "--" in args:
+        args = args[: args.index("--")]
+    return "--json" in args
+
+
+def _json_error(message: str, hint: str | None) -> None:
+    from dflashctl.console import emit_json
+
+    emit_json({"ok": False, "error": message, "hint": hint})
+
+
 def main() -> None:
-    """Console-script entry point: one-line errors with a hint, exit 2 on DflashError."""
+    """Console-script entry point: one-line errors with a hint, exit 2 on DflashError. With
+    `--json` the error is also `{"ok": false, "error": …, "hint": …}` on stdout, so `| jq`
+    always gets JSON (bad arguments included)."""
+    as_json = _wants_json(sys.argv)
     try:
-        app()
+        if not as_json:
+            app()
+            return
+        from typer._click.exceptions import ClickException
+
+        try:
+            rv = app(standalone_mode=False)
+        except ClickException as e:
+            command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+            _json_error(
+                e.format_message(), f"see dflashctl {command or ''} --help".replace("  ", " ")
+            )
+            error(e.format_message())
+            sys.exit(e.exit_code)
+        sys.exit(rv if isinstance(rv, int) else 0)
     except DflashError as e:
         if os.environ.get("DFLASHCTL_DEBUG"):
             raise
+        if as_json:
+            _json_error(e.message, e.hint)
         error(e.message, e.hint)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:

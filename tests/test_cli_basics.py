@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+
+import pytest
 
 from dflashctl.cli import app
 
@@ -41,3 +44,25 @@ def test_version(runner):
 def test_usage_error_exits_2(runner):
     result = runner.invoke(app, ["verify-config"])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["verify-config", "/nonexistent", "--json"], "config file not found"),
+        (["smoke", "--json", "--bogus"], "No such option: --bogus"),
+        (["metrics", "--json"], "Missing argument"),
+        (["serve", "--engine", "vllm", "--model", "m", "--host", "0.0.0.0", "--json"], "--bind"),
+        (["diagnose", "nope-name", "--json"], "is not a URL"),
+    ],
+)
+def test_json_on_error_is_json_on_stdout(monkeypatch, capsys, args, needle):
+    """`--json` that fails still gives `| jq` an object: ok false, the error, the hint; exit 2."""
+    from serve_util import run_main
+
+    code, out, err = run_main(monkeypatch, capsys, *args)
+    assert code == 2
+    data = json.loads(out)
+    assert data["ok"] is False and set(data) == {"ok", "error", "hint"}
+    assert needle in data["error"] + (data["hint"] or "")
+    assert err.startswith("Error:") and "Traceback" not in err

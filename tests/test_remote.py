@@ -242,9 +242,9 @@ def test_follow_a_remote_log_through_rotation(host, tmp_path):
 @pytest.mark.parametrize(
     "command",
     [
-        ["metrics", "vllm_034_healthy.log"],
+        ["metrics", "metrics/vllm_034_healthy.log"],
         ["verify-config", "qwen3.6-27b-dflash-stale"],
-        ["smoke", "http://127.0.0.1:9", "--log", "vllm_034_healthy.log"],
+        ["smoke", "http://127.0.0.1:9", "--log", "metrics/vllm_034_healthy.log"],
     ],
 )
 def test_every_host_command_takes_the_ssh_options(sshd, tmp_path, monkeypatch, capsys, command):
@@ -262,6 +262,8 @@ def test_every_host_command_takes_the_ssh_options(sshd, tmp_path, monkeypatch, c
     args = [*command, "--host", "testhost", "--ssh-config", str(cfg)]
     code, _, err = run_main(monkeypatch, capsys, *args)
     assert code == 2 and "is not in known_hosts" in err and "--accept-new-host-key" in err
-    _, _, err = run_main(monkeypatch, capsys, *args, "--accept-new-host-key")
+    code, _, err = run_main(monkeypatch, capsys, *args, "--accept-new-host-key")
     assert "known_hosts" not in err, err
+    if command[0] == "metrics":
+        assert code == 0, err  # the healthy log, read over SSH
     assert (tmp_path / "kh").read_text().startswith(f"[127.0.0.1]:{sshd.port} ")
