@@ -64,7 +64,8 @@ def _root(
 # Every command: its module under dflashctl/commands/<verb>/command.py.
 app.command("verify-config")(verify_config.verify_config)
 app.command()(fetch.fetch)
-app.command(epilog=serve.EPILOG)(serve.serve)
+# serve takes a `vllm serve` line as it is: options it does not know are the engine's
+app.command(epilog=serve.EPILOG, context_settings=serve.CONTEXT)(serve.serve)
 app.command()(serve.stop)
 app.command()(serve.status)
 app.command()(smoke.smoke)

@@ -232,6 +232,30 @@ class TestRender:
         assert code == 0
         assert plan["cmd"][:3] == ["vllm", "serve", str(target)]
 
+    def test_a_vllm_serve_line_as_it_is(self, monkeypatch, capsys, pair):
+        """`vllm serve MODEL …` with `dflashctl` and `--engine vllm` in front: no `--` needed."""
+        target, drafter = pair
+        sc = json.dumps({"method": "dflash", "model": str(drafter), "num_speculative_tokens": 3})
+        code, plan, err = run_json(
+            monkeypatch, capsys, "serve", str(target), "--engine", "vllm", "--dry-run",
+            "--speculative-config", sc, "--max-model-len", "64", "-tp", "2",
+            "--host", "0.0.0.0",
+        )  # fmt: skip
+        assert code == 2 and "--bind" in plan["hint"]  # --host is serve's: the SSH host
+        code, plan, err = run_json(
+            monkeypatch, capsys, "serve", str(target), "--engine", "vllm", "--dry-run",
+            "--speculative-config", sc, "--max-model-len", "64", "-tp", "2", "--bind", "0.0.0.0",
+        )  # fmt: skip
+        assert code == 0, err
+        cmd = plan["cmd"]
+        assert cmd.count("--speculative-config") == 1 and cmd[-2:] == ["--max-model-len", "64"]
+        assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2"
+        code, _, err = run_main(
+            monkeypatch, capsys, "serve", str(target), "--engine", "vllm", "--dry-run",
+            "--drafer", str(drafter),
+        )  # fmt: skip
+        assert code == 2 and "did you mean --drafter?" in err
+
     def test_pasted_vllm_flags_after_dashes_are_rendered_once(self, monkeypatch, capsys, pair):
         target, drafter = pair
         code, plan, _ = run_json(

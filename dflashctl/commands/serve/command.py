@@ -17,6 +17,10 @@ from dflashctl.commands.options import (
 from dflashctl.console import emit_json
 from dflashctl.errors import UsageError
 
+# Options serve does not know go to the engine, so a `vllm serve MODEL …` line works as it is
+# (`--` still marks the start of the engine's arguments).
+CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True}
+
 EPILOG = (
     "Examples:\n\n"
     "  dflashctl serve                                   # bundled engine, demo pair, :8000\n\n"
@@ -24,7 +28,9 @@ EPILOG = (
     "  dflashctl serve --model ./target --drafter ./drafter --spec none --port 8001\n\n"
     "  dflashctl serve Qwen/Qwen3-8B --engine vllm --drafter /models/d --host gpu1 "
     "--bind 0.0.0.0 --dry-run\n\n"
-    "  dflashctl serve playbooks/vllm-2xa100-tp2.yaml -- --max-model-len 8192"
+    "  dflashctl serve playbooks/vllm-2xa100-tp2.yaml -- --max-model-len 8192\n\n"
+    "  dflashctl serve Qwen/Qwen3-8B --engine vllm --speculative-config "
+    '\'{"method":"dflash","model":"z-lab/Qwen3-8B-DFlash-b16"}\' --max-model-len 8192'
 )
 
 
@@ -33,7 +39,8 @@ def serve(
         list[str] | None,
         typer.Argument(
             help="MODEL (a hub id or a directory, as `vllm serve MODEL`) or a PLAYBOOK "
-            "(.yaml or a bundled name); then `--` and extra engine arguments.",
+            "(.yaml or a bundled name); then the engine's own arguments (options serve does "
+            "not know, or anything after `--`).",
             show_default=False,
         ),
     ] = None,
@@ -146,6 +153,7 @@ def serve(
         raise UsageError(
             f"unexpected argument {items[0]!r}", "extra engine arguments go after `--`"
         )
+    _refuse_near_misses(items)
     cli = dict(
         engine=engine,
         model=model,
@@ -175,6 +183,27 @@ def serve(
     if demo_here and (not dry_run or check):  # a plain dry run downloads nothing
         _ensure_demo_target(quiet=json_out)
     _serve_run(targets, ssh, detach=detach, dry_run=dry_run, check=check, json_out=json_out)
+
+
+def _refuse_near_misses(engine_args: list[str]) -> None:
+    """An engine argument one typo away from serve's own option is the typo, not the engine's."""
+    import difflib
+
+    from typer._click.globals import get_current_context  # Typer's own click
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    ours = [o for p in ctx.command.params for o in getattr(p, "opts", []) if o.startswith("--")]
+    for arg in engine_args:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--") and flag not in ours:
+            close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.85)
+            if close:
+                raise UsageError(
+                    f"{flag} is neither serve's nor, likely, the engine's",
+                    f"did you mean {close[0]}?",
+                )
 
 
 def _ensure_demo_target(quiet: bool = False) -> None:
