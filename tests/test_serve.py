@@ -594,3 +594,31 @@ def test_real_bundled_engine(monkeypatch, capsys, pair):
     assert report["windows"] >= 1
     code, stopped, _ = run_json(monkeypatch, capsys, "stop")
     assert code == 0 and stopped["stopped"][0]["port_free"] is True
+
+
+def test_status_fits_80_columns_by_leaving_columns_out(monkeypatch, capsys, tmp_path):
+    """At 80 columns the table keeps whole columns (name, state, url, …) instead of squeezing
+    every header to `h…`, and says which ones it left out."""
+    from dflashctl.console import out as console
+
+    monkeypatch.setattr(console, "_width", 80)
+    for i in range(2):
+        state.save(
+            state.Deployment(
+                name=f"qwen3-8b-dflash-b16-tp2-{i}", engine="vllm", host=None,
+                url=f"http://gpu-a100-07.example.internal:{8000 + i}", pid=999999, starttime=0,
+                log=f"{tmp_path}/a/very/long/path/to/the/run/directory/server-{i}.log",
+                run_dir=str(tmp_path), port=8000 + i, bind="0.0.0.0", model="m", model_id="m",
+                drafter=None, cmd=[], started_at=state.now_iso(),
+            )
+        )  # fmt: skip
+    _, out, _ = run_main(monkeypatch, capsys, "status")
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines), out
+    header = next(line for line in lines if "name" in line)
+    assert "…" not in header and "state" in header, out
+    assert "qwen3-8b-dflash-b16-tp2-0" in out  # names whole, not folded
+    assert "not shown at 80 columns:" in out and "log" in out.split("not shown")[1]
+    assert "url" in header  # the columns kept are the ones needed most
+    state.remove("qwen3-8b-dflash-b16-tp2-0")
+    state.remove("qwen3-8b-dflash-b16-tp2-1")

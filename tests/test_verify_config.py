@@ -562,6 +562,23 @@ class TestCli:
         assert result.exit_code == 1
         assert "PROBLEMS" in result.output and "off by 6" in result.output
 
+    def test_human_output_leads_with_the_problems(self, runner, tmp_path: Path):
+        """The verdict comes before the table, and the failing rows are its first rows, not
+        three among 27."""
+        bad = drafter_dir(tmp_path, f"{QWEN36}-stale")
+        lines = runner.invoke(app, ["verify-config", str(bad)]).output.splitlines()
+        table_start = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+        assert any(line.startswith("PROBLEMS: 4") for line in lines[:table_start])
+        statuses = [
+            cells[1].strip()
+            for line in lines
+            if line.startswith("│") and (cells := line.split("│")[1:])[1].strip()
+        ]
+        failing = {"mismatch", "missing", "invalid"}
+        n = sum(s in failing for s in statuses)
+        assert n == 4 and all(s in failing for s in statuses[:n]), statuses
+        assert statuses[n] == "warning"
+
     @pytest.mark.parametrize(
         ("extra", "needle"),
         [

@@ -70,3 +70,17 @@ def fmt(value: Any) -> str:
 def setup_line(message: str, console: Console | None = None) -> None:
     """The demo target's one-time set-up, as it happens."""
     (console or err).print(f"[dim]  · demo target: {escape(message)}[/dim]", soft_wrap=True)
+
+
+def fit_columns(columns: list[tuple[str, list[str]]], width: int, keep: int = 1) -> list[int]:
+    """Which columns fit in `width` (indexes, in the given order): `columns` are (header,
+    cells) in priority order, the first `keep` always shown; a column is dropped whole rather
+    than squeezed to `h…`. A rich box table needs 3 characters a column, and 1 more."""
+    chosen: list[int] = []
+    used = 1
+    for i, (header, cells) in enumerate(columns):
+        need = max([len(header), *(len(c) for c in cells)]) + 3
+        if i < keep or used + need <= width:
+            chosen.append(i)
+            used += need
+    return chosen

@@ -127,24 +127,43 @@ def _uptime(s: float | None) -> str:
 
 
 def render_status(rows: list[Any]) -> None:
+    """One row a deployment; at the terminal's width, columns that do not fit are left out
+    whole (most needed first: name, state, url, health, host, engine, uptime, pid, log) and
+    named below the table, rather than squeezed to nothing."""
+    from dflashctl.commands.views import fit_columns
+
     if not rows:
         out.print("no deployments (start one with: dflashctl serve --detach)")
         return
-    table = Table()
-    for col in ("name", "host", "engine", "pid", "state", "health", "url", "uptime"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("log", overflow="fold")
     colour = {"up": "green", "unhealthy": "yellow", "down": "red", "unknown": "yellow"}
-    for r in rows:
-        table.add_row(
-            escape(r.name),
-            escape(r.host),
-            r.engine,
-            str(r.pid),
-            f"[{colour.get(r.state, 'white')}]{r.state}[/]",
-            str(r.health) if r.health is not None else escape(r.message or "—"),
-            escape(r.url),
-            _uptime(r.uptime_s),
-            escape(r.log),
-        )
+    plain = {
+        "name": [r.name for r in rows],
+        "state": [r.state for r in rows],
+        "url": [r.url for r in rows],
+        "health": [str(r.health) if r.health is not None else (r.message or "—") for r in rows],
+        "host": [r.host for r in rows],
+        "engine": [r.engine for r in rows],
+        "uptime": [_uptime(r.uptime_s) for r in rows],
+        "pid": [str(r.pid) for r in rows],
+        "log": [r.log for r in rows],
+    }
+    order = list(plain)
+    shown = [order[i] for i in fit_columns([(c, plain[c]) for c in order], out.width, keep=2)]
+    table = Table()
+    for col in shown:
+        table.add_column(col, no_wrap=col != "log", overflow="fold")
+    for i, r in enumerate(rows):
+        cells = []
+        for col in shown:
+            text = escape(plain[col][i])
+            if col == "state":
+                text = f"[{colour.get(r.state, 'white')}]{text}[/]"
+            cells.append(text)
+        table.add_row(*cells)
     out.print(table)
+    hidden = [c for c in order if c not in shown]
+    if hidden:
+        out.print(
+            f"[dim]not shown at {out.width} columns: {', '.join(hidden)} "
+            "(a wider terminal, or --json)[/dim]"
+        )

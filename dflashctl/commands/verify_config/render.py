@@ -15,14 +15,20 @@ from dflashctl.commands.views import fmt
 from dflashctl.console import out, styled
 
 
+SEVERITY = {"mismatch": 0, "missing": 0, "invalid": 0, "warning": 1}
+
+
 def render_verify(report: Any) -> None:
-    """Print a verify-config report: fix summary, checks table, per-layer table, verdict."""
+    """Print a verify-config report: the verdict first, fix summary, the checks table with the
+    problems at the top (then warnings, then what is fine), per-layer table, the verdict again."""
     entry = report.entry
     title = f"verify-config {report.path} (engine: {report.engine})"
     if entry is not None:
         how = report.identification.how if report.identification else ""
         title += f"\nregistry: {entry.repo} ({how})"
     out.print(escape(title), soft_wrap=True)
+    verdict = _verdict(report)
+    out.print(verdict, soft_wrap=True)
 
     fix = report.fix
     if fix is not None:
@@ -54,7 +60,7 @@ def render_verify(report: Any) -> None:
     table.add_column("found", overflow="fold", ratio=3, min_width=8)
     table.add_column("expected", overflow="fold", ratio=3, min_width=8)
     table.add_column("hint", overflow="fold", ratio=6, min_width=16)
-    for check in report.checks:
+    for check in sorted(report.checks, key=lambda c: SEVERITY.get(c.status, 2)):
         table.add_row(
             escape(check.name),
             styled(check.status),
@@ -82,6 +88,10 @@ def render_verify(report: Any) -> None:
             )
         out.print(layers)
 
+    out.print(verdict, soft_wrap=True)
+
+
+def _verdict(report: Any) -> str:
     counts = report.counts
     problems = counts["mismatch"] + counts["missing"] + counts["invalid"]
     warnings = counts["warning"]
@@ -92,9 +102,9 @@ def render_verify(report: Any) -> None:
             f"{counts[s]} {s}" for s in ("mismatch", "missing", "invalid") if counts[s]
         )
         verdict = f"[red]PROBLEMS[/red]: {problems} ({kinds}), {warnings} warning(s)"
-        if fix is None and entry is not None:
+        if report.fix is None and report.entry is not None:
             verdict += "; `--fix` writes the canonical values (with a backup)"
     k = report.num_speculative_tokens
     if k is not None:
         verdict += f"; num_speculative_tokens = {k}"
-    out.print(verdict, soft_wrap=True)
+    return verdict
