@@ -14,7 +14,6 @@ from rich.table import Table
 from dflashctl.commands.views import fmt
 from dflashctl.console import out, styled
 
-
 SEVERITY = {"mismatch": 0, "missing": 0, "invalid": 0, "warning": 1}
 
 
