@@ -9,6 +9,7 @@ import typer
 
 from dflashctl.commands.options import (
     JsonOpt,
+    complete_server_or_playbook,
     exit_for,
 )
 
@@ -20,6 +21,7 @@ def bench(
             help="Servers to compare: URLs, deployment names or playbooks. The first is the "
             "baseline of the speedup.",
             show_default=False,
+            autocompletion=complete_server_or_playbook,
         ),
     ],
     fixtures: Annotated[

@@ -11,6 +11,7 @@ from dflashctl.commands.options import (
     AcceptNewHostKeyOpt,
     JsonOpt,
     SSHConfigOpt,
+    complete_server,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -21,7 +22,8 @@ def diagnose(
         str,
         typer.Argument(
             help="The production server: a URL, HOST:PORT, or a deployment name (its record "
-            "gives --model, --drafter, --log and --host)."
+            "gives --model, --drafter, --log and --host).",
+            autocompletion=complete_server,
         ),
     ],
     model: Annotated[

@@ -11,6 +11,7 @@ from dflashctl.commands.options import (
     HostOpt,
     JsonOpt,
     SSHConfigOpt,
+    complete_engine,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -22,7 +23,11 @@ def doctor(
     accept_new_host_key: AcceptNewHostKeyOpt = False,
     engine: Annotated[
         str | None,
-        typer.Option("--engine", help="vllm, sglang or local (default: what is installed)."),
+        typer.Option(
+            "--engine",
+            help="vllm, sglang or local (default: what is installed).",
+            autocompletion=complete_engine,
+        ),
     ] = None,
     port: Annotated[
         int | None, typer.Option("--port", help="Port to check (default 8000; SGLang 30000).")

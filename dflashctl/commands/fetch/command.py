@@ -12,6 +12,7 @@ from dflashctl.commands.options import (
     HostOpt,
     JsonOpt,
     SSHConfigOpt,
+    complete_drafter,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -20,7 +21,11 @@ from dflashctl.errors import UsageError
 
 def fetch(
     drafter: Annotated[
-        str, typer.Argument(help="Registry name (see playbooks/drafters/) or org/repo.")
+        str,
+        typer.Argument(
+            help="Registry name (see playbooks/drafters/) or org/repo.",
+            autocompletion=complete_drafter,
+        ),
     ],
     revision: Annotated[
         str | None,

@@ -13,6 +13,7 @@ from dflashctl.commands.options import (
     HostOpt,
     JsonOpt,
     SSHConfigOpt,
+    complete_source,
     exit_for,
 )
 
@@ -22,7 +23,8 @@ def metrics(
         str,
         typer.Argument(
             help="Log file, '-' for stdin, http(s)://HOST:PORT (its /metrics is read), "
-            "HOST:PORT, or a deployment name (its log)."
+            "HOST:PORT, or a deployment name (its log).",
+            autocompletion=complete_source,
         ),
     ],
     json_out: JsonOpt = False,

@@ -8,6 +8,7 @@ import typer
 
 from dflashctl.commands.options import (
     JsonOpt,
+    complete_playbook,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -15,7 +16,12 @@ from dflashctl.errors import UsageError
 
 
 def run(
-    playbook: Annotated[str, typer.Argument(help="Playbook file, or a bundled playbook's name.")],
+    playbook: Annotated[
+        str,
+        typer.Argument(
+            help="Playbook file, or a bundled playbook's name.", autocompletion=complete_playbook
+        ),
+    ],
     teardown: Annotated[
         bool, typer.Option("--teardown", help="Stop the servers this run started at the end.")
     ] = False,

@@ -12,6 +12,8 @@ from dflashctl.commands.options import (
     HostOpt,
     JsonOpt,
     SSHConfigOpt,
+    complete_deployment,
+    complete_engine,
     exit_for,
 )
 from dflashctl.console import emit_json
@@ -45,7 +47,12 @@ def serve(
         ),
     ] = None,
     engine: Annotated[
-        str | None, typer.Option("--engine", help="local (the bundled engine), vllm or sglang.")
+        str | None,
+        typer.Option(
+            "--engine",
+            help="local (the bundled engine), vllm or sglang.",
+            autocompletion=complete_engine,
+        ),
     ] = None,
     model: Annotated[
         str | None,
@@ -246,7 +253,10 @@ def _serve_run(
 def stop(
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="Deployment names (or a playbook); default: the only one running."),
+        typer.Argument(
+            help="Deployment names (or a playbook); default: the only one running.",
+            autocompletion=complete_deployment,
+        ),
     ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Stop every deployment.")] = False,
     timeout: Annotated[
@@ -273,7 +283,8 @@ def stop(
 
 def status(
     names: Annotated[
-        list[str] | None, typer.Argument(help="Deployment names (default: all).")
+        list[str] | None,
+        typer.Argument(help="Deployment names (default: all).", autocompletion=complete_deployment),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -13,13 +13,18 @@ from dflashctl.commands.options import (
     HostOpt,
     JsonOpt,
     SSHConfigOpt,
+    complete_server,
     exit_for,
 )
 
 
 def smoke(
     target: Annotated[
-        str, typer.Argument(help="Server URL (or HOST:PORT) of an OpenAI-compatible engine.")
+        str,
+        typer.Argument(
+            help="Server URL (or HOST:PORT) of an OpenAI-compatible engine, or a deployment name.",
+            autocompletion=complete_server,
+        ),
     ] = "http://127.0.0.1:8000",
     log: Annotated[
         Path | None,
@@ -51,7 +56,12 @@ def smoke(
     ] = None,
     baseline: Annotated[
         str | None,
-        typer.Option("--baseline", help="A server without speculation: speedup and lossless."),
+        typer.Option(
+            "--baseline",
+            help="A server without speculation (URL, HOST:PORT or deployment name): speedup "
+            "and lossless.",
+            autocompletion=complete_server,
+        ),
     ] = None,
     expect_no_spec: Annotated[
         bool,
