@@ -175,3 +175,30 @@ def test_reading_a_log_imports_no_http_or_plot_libraries():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY=\n" in r.stderr
+
+
+def test_plot_draws_the_criterion_that_fired(tmp_path: Path):
+    """τ 1.57 with K = 15 is 3.8 % draft acceptance: the collapse fires on the rate, so the
+    chart draws the rate with its 5 % line (not only a τ 1.30 line under a τ 1.57 curve), the
+    title says why, and the windows are whole numbers."""
+    from dflashctl.commands.metrics.plot import plot_spec
+    from dflashctl.metrics import MetricsOptions, analyze_source
+
+    per_pos = ", ".join(["0.400", "0.100", "0.040", "0.020"] + ["0.000"] * 11)
+    line = (
+        "(APIServer pid=1) INFO 11-20 10:05:{s:02d} [metrics.py:120] SpecDecoding metrics: "
+        "Mean acceptance length: 1.57, Accepted throughput: 5.70 tokens/s, Drafted throughput: "
+        "150.00 tokens/s, Accepted: 570 tokens, Drafted: 15000 tokens, Per-position acceptance "
+        f"rate: {per_pos}, Avg Draft acceptance rate: 3.8%\n"
+    )
+    log = tmp_path / "k15.log"
+    log.write_text("".join(line.format(s=10 * i) for i in range(3)))
+    report = analyze_source(str(log), MetricsOptions())
+    assert [f.kind for f in report.alarms] == ["collapse"]
+    spec = plot_spec(report)
+    axes = {s["axis"] for s in spec["series"]}
+    assert axes == {"tau", "rate"}
+    rate_line = next(x for x in spec["lines"] if x["axis"] == "rate")
+    assert rate_line["y"] == 5.0 and "draft acceptance < 5 %" in rate_line["label"]
+    assert spec["title"] == "ALARM: collapse" and "draft acceptance" in spec["why"]
+    assert spec["xticks"] == [1, 2, 3] and all(isinstance(t, int) for t in spec["xticks"])

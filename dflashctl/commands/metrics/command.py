@@ -101,8 +101,9 @@ def metrics(
     report = analyze_source(source, opts)
     if plot is not None:
         from dflashctl.commands.metrics.plot import write_plot
+        from dflashctl.metrics.analyze import thresholds_for
 
-        write_plot(report, plot)
+        write_plot(report, plot, thresholds_for(source, opts))
     from dflashctl.commands.metrics.render import emit_report_json, render_report
 
     if json_out:
