@@ -167,7 +167,7 @@ class TestMatched:
             "--repetitions", "1", "--max-tokens", "8", "--warmup-tokens", "0", *FAST,
         )  # fmt: skip
         assert code == 0, err
-        assert "Decode tokens/s (median of 1)" in out and "speedup vs spec" in out
+        assert "Decode tokens/s (median of 1, min–max below)" in out and "speedup vs spec" in out
         assert "translation" in out and "tok/s" in out and "base" in out
         assert "τ 1." in out and "no spec" in out and "×" in out
         assert "TTFT / ITL" in out

@@ -95,6 +95,75 @@ class TestShortAnswers:
             assert cell["completion_tokens"] == 3 and cell["speedup"] is None
         assert b["mean_speedup"] is None
         assert any("answers ended before 16 tokens" in n for n in b["notes"]), b["notes"]
+        for cell in b["fixtures"].values():  # said in the cell too, for the table and the plot
+            assert "fewer than 16" in cell["left_out_of_speedup"]
+            assert cell["speedup_min"] is None and cell["speedup_max"] is None
+
+    def test_the_table_and_the_plot_leave_it_out_too(self, serve, monkeypatch, capsys, tmp_path):
+        pytest.importorskip("matplotlib")
+        from dflashctl.commands.bench.plot import write_plot
+        from dflashctl.commands.bench.run import run_bench
+        from dflashctl.commands.bench.session import BenchOptions
+
+        plain = serve(CAPPED, spec=None)
+        terse = serve(Behaviour(text="Fine, done.", tokens=3), spec=HEALTHY)
+        code, out, _ = run_main(
+            monkeypatch, capsys, "bench", plain.url, terse.url, "--fixtures", "code",
+            "--repetitions", "1", *FAST,
+        )  # fmt: skip
+        assert code == 0 and "left out" in out
+        report = run_bench(
+            BenchOptions([plain.url, terse.url], fixtures="code", repetitions=1, warmup_tokens=0)
+        )
+        import matplotlib.pyplot as plt
+
+        captured = {}
+        real_close = plt.close
+        monkeypatch.setattr(plt, "close", lambda fig: captured.setdefault("fig", fig))
+        write_plot(report, tmp_path / "b.png")
+        real_close(captured["fig"])
+        ax = captured["fig"].axes[0]
+        texts = [t.get_text() for t in ax.texts]
+        assert texts.count("left out:\ntoo short") == 2  # both bars of the fixture
+        assert not any("×" in t for t in texts)  # no speedup drawn for it
+
+
+class TestSpreadAndPrompts:
+    def test_spread_over_repetitions_and_percentiles(self, serve, monkeypatch, capsys):
+        """Medians hide a 3.19× and a 1.76× of the same pair: min–max over the rounds, and p90
+        of TTFT and ITL, are in every cell."""
+        plain = serve(CAPPED, spec=None)
+        spec = serve(CAPPED, spec=HEALTHY)
+        code, d, _ = bench_json(monkeypatch, capsys, plain.url, spec.url, "--fixtures", "code")
+        assert code == 0
+        a, b = d["targets"]
+        for t in (a, b):
+            cell = t["fixtures"]["code"]
+            rates = [x["decode_tokens_per_s"] for x in cell["samples"]]
+            assert cell["decode_tokens_per_s_min"] == pytest.approx(min(rates), abs=0.01)
+            assert cell["decode_tokens_per_s_max"] == pytest.approx(max(rates), abs=0.01)
+            assert cell["ttft_p90_s"] >= cell["ttft_s"] - 1e-4
+            assert cell["itl_p90_s"] >= cell["itl_s"] - 1e-6
+        mine = [x["decode_tokens_per_s"] for x in b["fixtures"]["code"]["samples"]]
+        base = [x["decode_tokens_per_s"] for x in a["fixtures"]["code"]["samples"]]
+        ratios = [m / r for m, r in zip(mine, base, strict=True)]
+        cell = b["fixtures"]["code"]
+        assert cell["speedup_min"] == pytest.approx(min(ratios), rel=0.01)
+        assert cell["speedup_max"] == pytest.approx(max(ratios), rel=0.01)
+
+    def test_prompts_file(self, serve, monkeypatch, capsys, tmp_path):
+        srv = serve(CAPPED)
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text('{"id": "sql", "prompt": "Write a SQL join."}\n"Name three rivers."\n')
+        code, d, _ = bench_json(
+            monkeypatch, capsys, srv.url, "--prompts", str(prompts), "--repetitions", "1"
+        )
+        assert code == 0
+        assert list(d["targets"][0]["fixtures"]) == ["sql", "prompt2"]
+        code, _, err = run_main(
+            monkeypatch, capsys, "bench", srv.url, "--prompts", str(prompts), "--fixtures", "code"
+        )
+        assert code == 2 and "--prompts and --fixtures" in err
 
 
 class TestFailedRequests:

@@ -28,6 +28,14 @@ def bench(
         str | None,
         typer.Option("--fixtures", help="Comma-separated: code, prose, translation (default all)."),
     ] = None,
+    prompts: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompts",
+            help="Your prompts instead of the fixtures: JSON list, JSON lines or one per line "
+            "(as diagnose takes them).",
+        ),
+    ] = None,
     repetitions: Annotated[
         int, typer.Option("--repetitions", help="Measured runs per fixture and target.")
     ] = 3,
@@ -69,6 +77,7 @@ def bench(
     opts = BenchOptions(
         targets=list(targets),
         fixtures=fixtures,
+        prompts_file=prompts,
         repetitions=repetitions,
         warmup_tokens=warmup_tokens,
         max_tokens=max_tokens,

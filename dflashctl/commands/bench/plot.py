@@ -38,9 +38,24 @@ def write_plot(report: BenchReport, path: Path) -> Path:
             xs = [j + (i - (n - 1) / 2) * width for j in range(len(fixtures))]
             cells = [tr.cells[f] for f in fixtures]
             ys = [c.decode_tokens_per_s or 0.0 for c in cells]
-            bars = ax1.bar(xs, ys, width, label=tr.label)
+            # the spread over the repetitions: min–max around the median
+            lo = [y - (c.decode_range or (y, y))[0] for y, c in zip(ys, cells, strict=True)]
+            hi = [(c.decode_range or (y, y))[1] - y for y, c in zip(ys, cells, strict=True)]
+            bars = ax1.bar(xs, ys, width, label=tr.label, yerr=[lo, hi], capsize=3)
             for bar, c in zip(bars, cells, strict=True):
                 _, w, _ = c.acceptance()
+                out_of_it = c.left_out or any(t.cells[c.fixture].left_out for t in report.targets)
+                if out_of_it:  # the text leaves it out of the speedup: so does the picture
+                    bar.set_alpha(0.25)
+                    bar.set_hatch("//")
+                    ax1.annotate(
+                        "left out:\ntoo short",
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                    )
+                    continue
                 parts = []
                 if w is not None and w.mean_acceptance_length is not None:
                     parts.append(f"τ{w.mean_acceptance_length:.2f}")
@@ -55,7 +70,7 @@ def write_plot(report: BenchReport, path: Path) -> Path:
                         fontsize=7,
                     )
         ax1.set_xticks(range(len(fixtures)), fixtures)
-        ax1.set_ylabel("median decode tokens/s")
+        ax1.set_ylabel("median decode tokens/s (bars: min–max)")
         o = report.options
         ax1.set_title(
             f"batch 1, greedy, median of {o.repetitions}, {o.max_tokens} tokens", fontsize=9

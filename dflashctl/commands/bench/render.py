@@ -1,8 +1,10 @@
 """Human and JSON output for `dflashctl bench` (the only bench module that prints).
 
 Human: the write-up's table (rows = targets, columns = fixtures, each cell the median decode
-tokens/s with the mean acceptance length τ and the speedup against the first target), a latency
-table (median TTFT and inter-token latency), the concurrency sweep, notes and failures.
+tokens/s with its min–max over the repetitions, the mean acceptance length τ and the speedup
+against the first target with the min–max of its per-round ratios, or "left out" when the answers
+were too short to compare), a latency table (TTFT and inter-token latency, median and p90), the
+concurrency sweep, notes and failures.
 Progress lines go to stderr; `--json` writes one object on stdout.
 """
 
@@ -40,10 +42,19 @@ def speed_cell(cell: Cell, first: bool) -> str:
     tps = cell.decode_tokens_per_s
     if tps is None:
         return "[red]failed[/red]" if cell.errors else "-"
-    sp = "base" if first else _f(cell.speedup, "{:.2f}×")
+    if first:
+        sp = "base"
+    elif cell.left_out:
+        sp = "left out"
+    else:
+        sp = _f(cell.speedup, "{:.2f}×")
+        if cell.speedup_min is not None and cell.speedup_max is not None:
+            sp += f" ({cell.speedup_min:.2f}–{cell.speedup_max:.2f})"
+    rng = cell.decode_range
+    spread = f"\n[dim]{rng[0]:.1f}–{rng[1]:.1f}[/dim]" if rng and rng[0] != rng[1] else ""
     line2 = f"[dim]{tau(cell)} · {sp}[/dim]"
     bad = f" [red]({len(cell.errors)} failed)[/red]" if cell.errors else ""
-    return f"{tps:.1f} tok/s{bad}\n{line2}"
+    return f"{tps:.1f} tok/s{bad}{spread}\n{line2}"
 
 
 def _name(tr: TargetResult) -> str:
@@ -55,7 +66,8 @@ def _name(tr: TargetResult) -> str:
 def speed_table(report: BenchReport) -> Table:
     o = report.options
     t = Table(
-        title=f"Decode tokens/s (median of {o.repetitions}), τ, speedup vs {report.baseline}",
+        title=f"Decode tokens/s (median of {o.repetitions}, min–max below), τ, speedup vs "
+        f"{report.baseline} (min–max of the rounds)",
         caption=(
             f"batch 1, greedy, {o.max_tokens} tokens, warm-up {o.warmup_tokens} tokens; first "
             "token and prefill excluded"
@@ -76,7 +88,7 @@ def speed_table(report: BenchReport) -> Table:
 
 
 def latency_table(report: BenchReport) -> Table:
-    t = Table(title="Latency — median TTFT / ITL", title_justify="left")
+    t = Table(title="Latency — TTFT / ITL, median and p90", title_justify="left")
     t.add_column("target")
     for f in report.fixtures:
         t.add_column(f, justify="right")
@@ -84,9 +96,10 @@ def latency_table(report: BenchReport) -> Table:
         row = []
         for f in report.fixtures:
             c = tr.cells[f]
-            ttft = _f(c.ttft_s and c.ttft_s * 1000, "{:.0f} ms")
-            itl = _f(c.itl_s and c.itl_s * 1000, "{:.1f} ms")
-            row.append(f"{ttft} / {itl}")
+            t90, i90 = c.ttft_percentile(90), c.itl_percentile(90)
+            ttft = _f(c.ttft_s and c.ttft_s * 1000, "{:.0f}") + _f(t90 and t90 * 1000, " ({:.0f})")
+            itl = _f(c.itl_s and c.itl_s * 1000, "{:.1f}") + _f(i90 and i90 * 1000, " ({:.1f})")
+            row.append(f"{ttft} / {itl} ms")
         t.add_row(escape(tr.label), *row)
     return t
 

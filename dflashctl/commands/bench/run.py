@@ -14,8 +14,9 @@ inverse, seconds per decoded token. Before and after each request the target's `
 counters are read (`metrics.spec_probe.PromProbe`, the window code of `dflashctl metrics`): one
 spec-
 decode window per request, pooled per target × fixture into the mean acceptance length. A cell's
-figures are MEDIANS over its repetitions; speedup is a cell's median over the first target's for
-the same fixture.
+figures are MEDIANS over its repetitions, with their spread (min–max decode tokens/s; TTFT and
+ITL p90); speedup is a cell's median over the first target's for the same fixture, and its
+spread the min–max of the per-round ratios (round r of a target over round r of the first).
 
 A server that cannot be reached at the start is a `ServerError` (exit 2). Once measuring, a
 request that fails (an HTTP error, a cut stream, a server gone) is recorded in its cell and the
@@ -134,13 +135,18 @@ def compare(results: list[TargetResult], max_tokens: int | None = None) -> None:
             ref = base.cells[fixture]
             mine, theirs = cell.decode_tokens_per_s, ref.decode_tokens_per_s
             cell.speedup = mine / theirs if mine and theirs else None
+            a, b = cell.by_repetition(), ref.by_repetition()
+            paired = [a[r] / b[r] for r in a if r in b]  # the same round: drift hits both
+            if paired:
+                cell.speedup_min, cell.speedup_max = min(paired), max(paired)
             sides = {tr.label: cell, base.label: ref}  # one entry for the baseline itself
             short = {
                 k: c for k, c in sides.items() if c.good and (c.completion_tokens or 0) < floor
             }
             if short:
-                cell.speedup = None
+                cell.speedup = cell.speedup_min = cell.speedup_max = None
                 who = ", ".join(f"{k}'s ({c.completion_tokens:.0f})" for k, c in short.items())
+                cell.left_out = f"answers of {who} tokens: fewer than {floor}"
                 tr.notes.append(
                     f"{fixture}: {who} answers ended before {floor} tokens: too few to compare "
                     "decode speeds; left out of the speedup"

@@ -10,13 +10,14 @@ import statistics
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from dflashctl.commands.bench.targets import BenchTarget, parse_concurrency
 from dflashctl.errors import ServerError, UsageError
-from dflashctl.fixtures import Prompt, load_prompts
+from dflashctl.fixtures import Prompt, load_prompt_file, load_prompts
 from dflashctl.metrics.analyze import MetricsOptions, thresholds_for
 from dflashctl.metrics.spec_probe import (
     SPECULATING,
@@ -43,6 +44,7 @@ class BenchOptions:
     max_tokens: int = 256
     concurrency: str | None = None  # "1,2,4,8"
     timeout: float = 120.0
+    prompts_file: Path | None = None  # --prompts FILE: the user's prompts instead of fixtures
 
     def validate(self) -> None:
         if self.repetitions < 1:
@@ -61,6 +63,12 @@ class BenchOptions:
         return parse_concurrency(self.concurrency) if self.concurrency is not None else []
 
     def prompts(self) -> list[Prompt]:
+        if self.prompts_file is not None:
+            if self.fixtures is not None:
+                raise UsageError(
+                    "--prompts and --fixtures choose the prompts both", "give one of them"
+                )
+            return load_prompt_file(self.prompts_file)
         every = load_prompts("fixtures")
         if self.fixtures is None:
             return every
@@ -158,6 +166,10 @@ class Cell:
     fixture: str
     samples: list[Sample] = field(default_factory=list)
     speedup: float | None = None
+    # the speedup's spread: per repetition, this cell's decode speed over the first target's
+    speedup_min: float | None = None
+    speedup_max: float | None = None
+    left_out: str | None = None  # why the cell is not in the speedup (answers too short)
     matches_first_target: bool | None = None  # greedy output equal to the first target's
 
     @property
@@ -174,6 +186,29 @@ class Cell:
     @property
     def decode_tokens_per_s(self) -> float | None:
         return self._median(lambda c: c.decode_tokens_per_s)
+
+    def _values(self, get: Callable[[Completion], float | None]) -> list[float]:
+        return [v for v in (get(c) for c in self.good) if v is not None]
+
+    @property
+    def decode_range(self) -> tuple[float, float] | None:
+        """(min, max) decode tokens/s over the repetitions: the spread behind the median."""
+        xs = self._values(lambda c: c.decode_tokens_per_s)
+        return (min(xs), max(xs)) if xs else None
+
+    def ttft_percentile(self, q: float) -> float | None:
+        return percentile(self._values(lambda c: c.ttft_s), q)
+
+    def itl_percentile(self, q: float) -> float | None:
+        return percentile(self._values(itl_of), q)
+
+    def by_repetition(self) -> dict[int, float]:
+        """Decode tokens/s of each repetition that answered."""
+        return {
+            s.repetition: s.completion.decode_tokens_per_s
+            for s in self.samples
+            if s.completion.ok and s.completion.decode_tokens_per_s
+        }
 
     @property
     def ttft_s(self) -> float | None:
@@ -193,6 +228,7 @@ class Cell:
     def to_json(self) -> dict[str, Any]:
         state, w, message = self.acceptance()
         pp = w.per_position if w else None
+        rng = self.decode_range
         return {
             "fixture": self.fixture,
             "decode_tokens_per_s": _r(self.decode_tokens_per_s, 2),
@@ -200,6 +236,13 @@ class Cell:
             "speedup": _r(self.speedup, 3),
             "ttft_s": _r(self.ttft_s, 4),
             "itl_s": _r(self.itl_s, 5),
+            "decode_tokens_per_s_min": _r(rng[0], 2) if rng else None,
+            "decode_tokens_per_s_max": _r(rng[1], 2) if rng else None,
+            "speedup_min": _r(self.speedup_min, 3),
+            "speedup_max": _r(self.speedup_max, 3),
+            "ttft_p90_s": _r(self.ttft_percentile(90), 4),
+            "itl_p90_s": _r(self.itl_percentile(90), 5),
+            "left_out_of_speedup": self.left_out,
             "draft_acceptance_rate": _r(w.draft_acceptance_rate, 4) if w else None,
             "per_position": [round(p, 4) for p in pp] if pp else None,
             "num_drafts": w.num_drafts if w else None,

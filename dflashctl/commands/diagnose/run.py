@@ -68,7 +68,7 @@ from dflashctl.commands.diagnose.verdict import (
     judge,
 )
 from dflashctl.errors import DflashError, InputError, ServerError, UsageError
-from dflashctl.fixtures import Prompt, load_prompts
+from dflashctl.fixtures import Prompt, load_prompt_file, load_prompts
 
 DEFAULT_MAX_TOKENS = 128
 
@@ -113,59 +113,6 @@ class DiagnoseOptions:
                 )
             if not value.strip():
                 raise UsageError("--model and --drafter must name directories")
-
-
-def load_prompt_file(path: Path) -> list[Prompt]:
-    """`--prompts FILE`: a JSON list (strings, or objects with `prompt` and optional `id`), JSON
-    lines of the same, or plain text with one prompt per line."""
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory, not a prompts file") from None
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror}") from None
-    if b"\0" in raw:
-        raise InputError(f"{path} is a binary file, not prompts")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text") from None
-    items: list[Any]
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except ValueError as e:
-            raise InputError(f"{path}: malformed JSON ({e})", "a JSON list of prompts") from None
-        found = data.get("prompts") if isinstance(data, dict) else data
-        if not isinstance(found, list):
-            raise InputError(f"{path}: expected a JSON list of prompts")
-        items = found
-    elif path.suffix == ".jsonl":
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append(json.loads(line))
-                except ValueError:
-                    raise InputError(f"{path}:{n}: malformed JSON line") from None
-    else:
-        items = [line.strip() for line in text.splitlines() if line.strip()]
-    out: list[Prompt] = []
-    for i, item in enumerate(items, 1):
-        if isinstance(item, str):
-            prompt, pid = item, f"prompt{i}"
-        elif isinstance(item, dict) and isinstance(item.get("prompt"), str):
-            prompt, pid = item["prompt"], str(item.get("id") or f"prompt{i}")
-        else:
-            raise InputError(
-                f"{path}: entry {i} is neither a string nor an object with a 'prompt' string"
-            )
-        if not prompt.strip():
-            raise InputError(f"{path}: entry {i} is an empty prompt")
-        out.append(Prompt(pid, prompt))
-    if not out:
-        raise InputError(f"{path} holds no prompts")
-    return out
 
 
 @dataclass
