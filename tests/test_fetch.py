@@ -409,6 +409,48 @@ class TestRevisions:
         assert read_lock(dest)["revision"] == hub.o1
 
 
+class TestTrustOnFirstUse:
+    """A registry entry without a pinned revision: the first fetch takes main's commit, says
+    so and locks it with the sha256s; later fetches stay on it; --revision main stays strict."""
+
+    def _entry(self, hub) -> None:
+        (hub.playbooks / "drafters" / "other-dflash.yaml").write_text(
+            (hub.playbooks / "drafters" / "tiny-dflash.yaml")
+            .read_text()
+            .replace("name: tiny-dflash", "name: other-dflash")
+            .replace(f"repo: {REPO}", f"repo: {OTHER}")
+            .replace(f"revision: {hub.c1}", "revision: null")
+        )
+
+    def test_first_fetch_locks_main_later_ones_stay(self, hub, monkeypatch, capsys, tmp_path):
+        self._entry(hub)
+        dest = tmp_path / "other"
+        code, out, err = fetch(monkeypatch, capsys, "other-dflash", "--dir", str(dest), "--json")
+        assert code == 0, err
+        report = json.loads(out)
+        assert (report["revision"], report["ref"]) == (hub.o1, "main")
+        assert any(
+            n.startswith(f"trust on first use: the registry pins no revision of other-dflash; "
+                         f"main is {hub.o1} now") for n in report["notes"]
+        ), report["notes"]  # fmt: skip
+        lock = read_lock(dest)
+        assert lock["revision"] == hub.o1 and set(lock["files"]) >= {"config.json"}
+        # main moves on; the next fetch into the directory stays on the locked commit
+        hub.repos.commit(OTHER, {"README.md": b"z"}, parent=hub.o1)
+        hub.server.requests.clear()
+        code, out, err = fetch(monkeypatch, capsys, "other-dflash", "--dir", str(dest), "--json")
+        assert code == 0, err
+        again = json.loads(out)
+        assert again["revision"] == hub.o1 and again["action"] == "verified"
+        assert any(f"the lock pins {OTHER} at {hub.o1}" in n for n in again["notes"])
+        assert hub.server.requests == []  # verified against the lock: no network
+        # --revision main is still the strict path
+        err = one_line_error(
+            *fetch(monkeypatch, capsys, "other-dflash", "--revision", "main", "--dir", str(dest))
+        )
+        assert "refusing to fetch an unpinned revision" in err
+
+
 class TestHubErrors:
     @pytest.mark.parametrize(
         ("args", "needle"),

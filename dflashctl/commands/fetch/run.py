@@ -25,6 +25,7 @@ and `HF_TOKEN` by huggingface_hub itself on every request.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import shutil
@@ -337,13 +338,33 @@ def fetch(
     notes: list[str] = []
 
     lock = read_lock(directory) if directory.is_dir() else None
+    sticky = None  # trust on first use, later fetches: the commit the lock recorded
+    if target.tofu and lock is not None and lock.get("repo") == target.repo:
+        locked = lock.get("revision")
+        if isinstance(locked, str) and HEX40.fullmatch(locked):
+            sticky = lock
+            target = dataclasses.replace(target, requested=locked)
+            notes.append(
+                f"trust on first use: the lock pins {target.repo} at {locked} (first fetched "
+                f"{lock.get('fetched_at') or '?'}), verified against it; --revision to move"
+            )
     if progress is not None:
         progress.step(f"resolving {target.repo}@{target.requested}")
     commit, how = resolve_commit(target, env, lock)
     ref = None if HEX40.fullmatch(target.requested) else target.requested
-    if ref is not None:
+    if sticky is not None:
+        ref = sticky.get("ref") or "main"
+    elif ref is not None:
         notes.append(how if how.startswith("offline") else f"{how} (recorded in the lock)")
-        if ref == "main":
+        if ref == "main" and target.tofu:
+            name = target.entry.name if target.entry else target.repo
+            notes.append(
+                f"trust on first use: the registry pins no revision of {name}; main is "
+                f"{commit} now, recorded with every file's sha256 in the lock: later fetches "
+                "into this directory stay on it and verify against it (--revision COMMIT to "
+                "move; the registry's file pins still apply)"
+            )
+        elif ref == "main":
             notes.append(f"unpinned: main was at {commit} when fetched (--allow-unpinned)")
     pinned_rev = target.pinned_revision
     at_pinned = pinned_rev is not None and commit == pinned_rev

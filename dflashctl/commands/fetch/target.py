@@ -28,6 +28,10 @@ class Target:
     entry: DrafterEntry | None
     requested: str  # the revision as asked for (a commit, a branch or tag, or "main")
     implied_main: bool  # nothing pinned a revision: main by default
+    # trust on first use: a registry entry without a pinned revision. The first fetch takes
+    # main's commit and records it (and every file's sha256) in the lock; later fetches into
+    # that directory stay on the lock's commit and verify against it.
+    tofu: bool = False
 
     @property
     def pinned_revision(self) -> str | None:
@@ -62,8 +66,8 @@ def resolve_target(drafter: str, revision: str | None, *, allow_unpinned: bool) 
     requested = requested or "main"
     if requested == "main" and not allow_unpinned:
         if implied and entry is not None:
-            why = f"the registry has no verified revision for {entry.name} ({repo})"
-        elif implied:
+            return Target(repo, entry, requested, implied, tofu=True)
+        if implied:
             why = f"{repo} is not in the registry and no --revision was given"
         else:
             why = "'main' is a branch: it moves when the repo is updated"
