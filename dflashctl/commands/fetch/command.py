@@ -92,6 +92,9 @@ def fetch(
     """Download a drafter at its pinned revision, verify sha256 pins, write a lock file,
     then run verify-config on what arrived.
 
+    A registry drafter without a pinned revision is trusted on first use: main's commit is
+    taken, said, and locked with every sha256; later fetches into the directory stay on it.
+
     Exit 0: verified, and verify-config is healthy. Exit 1: verify-config found a problem
     (with --check-upstream: the branch drifted from the pin). Exit 2: could not fetch (bad
     arguments, Hub error, sha256 mismatch, unreachable host).
