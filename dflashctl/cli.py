@@ -20,6 +20,7 @@ from dflashctl.commands.demo import command as demo
 from dflashctl.commands.diagnose import command as diagnose
 from dflashctl.commands.doctor import command as doctor
 from dflashctl.commands.fetch import command as fetch
+from dflashctl.commands.install import command as install
 from dflashctl.commands.metrics import command as metrics
 from dflashctl.commands.run import command as run
 from dflashctl.commands.serve import command as serve
@@ -75,6 +76,7 @@ app.command()(run.run)
 app.command()(demo.demo)
 app.command()(doctor.doctor)
 app.command()(diagnose.diagnose)
+app.command()(install.install)
 
 
 def _wants_json(argv: list[str]) -> bool:
