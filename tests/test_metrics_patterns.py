@@ -86,6 +86,29 @@ class TestCrash:
             r.findings[0].message
         )
 
+    def test_an_orderly_stop_is_not_a_crash(self):
+        # vLLM 0.32 stopped by SIGTERM: the API server then logs the engine it stopped as dead
+        # (seen in this project's own vLLM tier, every time a server is stopped)
+        stop = [
+            "(EngineCore pid=28627) INFO 12-04 21:51:51 [core.py:1454] [shutdown] EngineCore: "
+            "trigger received signal=SIGTERM",
+            "(APIServer pid=28522) INFO 12-04 21:51:51 [launcher.py:254] [shutdown] API server: "
+            "shutdown triggered",
+            "(APIServer pid=28522) ERROR 12-04 21:51:51 [async_llm.py:906] AsyncLLM "
+            "output_handler failed.",
+            "(APIServer pid=28522) ERROR 12-04 21:51:51 [async_llm.py:906] Traceback (most "
+            "recent call last):",
+            "(APIServer pid=28522) ERROR 12-04 21:51:51 [async_llm.py:906] vllm.v1.engine."
+            "exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace "
+            "(above) for the root cause.",
+            "INFO:     Shutting down",
+        ]
+        lines = [*startup_lines(0), engine_line(20), spec_line(20)]
+        r = report(lines + stop)
+        assert r.ok and "engine_crash" not in kinds(r)
+        # a crash that comes first is still one, whatever stop follows it
+        assert kinds(report(lines + CRASH + stop), "alarm")[0] == "engine_crash"
+
     def test_a_cancelled_request_traceback_is_not_a_crash(self):
         lines = [engine_line(10), spec_line(10)]
         lines += [

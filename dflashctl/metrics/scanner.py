@@ -65,6 +65,16 @@ FATAL_NEEDLES = (
     b"Received sigquit from a child process",  # SGLang
     b"out of memory",
 )
+# An orderly stop: vLLM 0.3x logs `[shutdown]` steps (and then, in the API server, an
+# `EngineDeadError` traceback as the engine it just stopped goes away); uvicorn "Shutting down".
+# A fatal needle after one of these in the same region is part of the stop, not a crash.
+SHUTDOWN_NEEDLES = (
+    b"[shutdown]",
+    b"signal=SIGTERM",
+    b"signal=SIGINT",
+    b"shutdown triggered",
+    b"Shutting down",
+)
 # The exception a crash ends with ("RuntimeError: CUDA error: …"), looked for after the line
 _BATCH_LIMIT_B = re.compile(rb"disable_by_batch_size['\"]?\s*[:=]\s*(\d+)")
 _EXC_B = re.compile(rb"(?m)(?:^|\] |\) )((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)): ")
@@ -390,6 +400,8 @@ class LogScanner:
                 best = p
         if best < 0:
             return None
+        if any(buf.find(nd, a, best) >= 0 for nd in SHUTDOWN_NEEDLES):
+            return None  # the server was being stopped: what it logs then is no crash
         ls, line = self._line_at(buf, a, best, b)
         le = ls + len(line)
         if not _EXC_B.search(line):
