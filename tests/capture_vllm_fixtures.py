@@ -4,6 +4,7 @@ Not a test: a script that writes tests/data/vllm032_demo/ from two real runs, so
 smoke tests read what vLLM really prints and serves (the tests in test_vllm_fixtures.py):
 
     healthy   vLLM 0.32.0 CPU, bf16, no k_norm fix (what a user runs), the demo pair as shipped
+              (SmolLM2-135M-Instruct and its DFlash drafter, K = 15)
     stale     the same with the field story's mask_token_id rewrite (off by six)
 
 For each run: the log lines that matter (start-up, version, speculative config, readiness,
@@ -29,7 +30,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dflashctl.drafter.stale import write_stale_copy
-from tests.demo_pairs import TOY_DRAFTER, TOY_TARGET
+from tests.demo_pairs import DEMO_DRAFTER, demo_target
 from tests.vllm_harness import VllmServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,7 +66,9 @@ def capture(name: str, drafter: Path, tmp: Path) -> dict:
     from dflashctl.server.client import chat_body
 
     log = tmp / f"{name}.log"
-    server = VllmServer(TOY_TARGET, drafter, log, dtype="bfloat16", knorm_fix=False)
+    server = VllmServer(
+        demo_target(), drafter, log, dtype="bfloat16", knorm_fix=False, num_speculative_tokens=15
+    )
     record: dict = {"vllm": "0.32.0 CPU build, bf16, no k_norm fix", "streams": {}}
     try:
         server.wait_ready(timeout=400)
@@ -90,8 +93,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         stale = tmp / "stale-drafter"
-        write_stale_copy(TOY_DRAFTER, stale, ("mask",))
-        for name, drafter in (("healthy", TOY_DRAFTER), ("stale_mask", stale)):
+        write_stale_copy(DEMO_DRAFTER, stale, ("mask",))
+        for name, drafter in (("healthy", DEMO_DRAFTER), ("stale_mask", stale)):
             print(name, capture(name, drafter, tmp), flush=True)
     print("wrote", sorted(p.name for p in OUT.iterdir()))
 

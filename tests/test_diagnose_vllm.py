@@ -1,14 +1,12 @@
 """The vLLM tier of `dflashctl diagnose`: real vLLM 0.32.0 (CPU build, `.venv-vllm`, started by
-tests/vllm_harness.py, float32) serving the toy pair (the retired CPU-trained demo pair,
-tests/demo_pairs.py) is production; the reference is the bundled engine in this process on the
-same directories.
+tests/vllm_harness.py, float32) serving the shipped pair (SmolLM2-135M-Instruct and its DFlash
+drafter, K = 15; tests/demo_pairs.py) is production; the reference is the bundled engine in
+this process on the same directories, judged against the registry's entry `demo`.
 
 vLLM's CPU `rms_norm` gives every drafter layer's context keys layer 0's `k_norm` (shared docs
-vllm-cpu.md §6b). The toy drafter's two k_norm vectors are nearly equal (means 1.009 and
-1.025), so on it unpatched vLLM drafts exactly what the reference drafts (measured: 6.05 on
-both, the same text). `scaled_k_norm` rescales layer 1's k_norm by SCALE and its q_norm by
+vllm-cpu.md §6b). `scaled_k_norm` rescales the k_norm of layers 1.. by SCALE and their q_norm by
 1/SCALE: on a correct engine the same function (q·k is unchanged, RoPE is a rotation), but the
-layers' k_norm now differ as trained drafters' do, which is what the defect needs:
+layers' k_norm now differ far more than the trained ones do, which is what the defect needs:
 
 - unpatched vLLM on that copy → **engine**, naming `vllm-cpu-context-k-norm`;
 - with dflashctl's vLLM plugin applying the per-layer fix (DFLASHCTL_VLLM_KNORM_FIX=1) →
@@ -17,8 +15,8 @@ layers' k_norm now differ as trained drafters' do, which is what the defect need
 - a stale mask id served (stale.write_stale_copy(…, ("mask",))) → **config**;
 - a drafter weakened by noise on its weights, on both engines → **drafter**.
 
-Four vLLM servers, one at a time (about 3 GB and 40–60 s each on 2 cores); 4 prompts × 64
-tokens. Deselect with -m "not vllm".
+Four vLLM servers, one at a time (about 3 GB and a minute each on 2 cores); 4 held-out code
+prompts × 64 tokens. Deselect with -m "not vllm".
 """
 
 from __future__ import annotations
@@ -32,26 +30,20 @@ from pathlib import Path
 import pytest
 from metrics_util import run_main
 
-from tests.demo_pairs import TOY_DRAFTER, TOY_PROMPTS, TOY_TARGET, toy_registry
+from tests.demo_pairs import DEMO_DRAFTER, DEMO_PROMPTS, demo_target
 from tests.vllm_harness import VLLM_BIN, VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 N_PROMPTS = 4
 MAX_TOKENS = 64
+K = 15  # the shipped drafter's block 16 minus the anchor
 KNORM = "vllm-cpu-context-k-norm"
 SCALE = 4.0  # layer 1's k_norm x SCALE, q_norm / SCALE
 
 if not VLLM_BIN.exists():
     pytest.skip(f"no vLLM at {VLLM_BIN} (run bin/setup-vllm)", allow_module_level=True)
 pytest.importorskip("torch")
-
-FALLBACK_PROMPTS = [
-    "Write a Python quicksort function.",
-    "Write a Python function that checks if a number is prime.",
-    "Write a function that returns the nth Fibonacci number.",
-    "Write a Python function that reverses a string.",
-]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -67,31 +59,28 @@ def _one_thread() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("diagnose-vllm")
-    texts = json.loads(TOY_PROMPTS.read_text()) if TOY_PROMPTS.exists() else FALLBACK_PROMPTS
-    (root / "prompts.json").write_text(json.dumps(texts[:N_PROMPTS]))
+    held_out = json.loads(DEMO_PROMPTS.read_text("utf-8"))
+    texts = [p["prompt"] for p in held_out if p["kind"] == "code"][:N_PROMPTS]
+    (root / "prompts.json").write_text(json.dumps(texts))
     return root
 
 
 @contextmanager
 def vllm(scratch: Path, drafter: Path, tag: str, *, knorm_fix: bool) -> Iterator[VllmServer]:
     server = VllmServer(
-        TOY_TARGET, drafter, scratch / f"vllm-{tag}.log", dtype="float32",
-        knorm_fix=knorm_fix,
+        demo_target(), drafter, scratch / f"vllm-{tag}.log", dtype="float32",
+        knorm_fix=knorm_fix, num_speculative_tokens=K,
     )  # fmt: skip
     try:
-        server.wait_ready()
+        server.wait_ready(timeout=400)
         yield server
     finally:
         server.stop()
 
 
 def diagnose(mp, capsys, server: VllmServer, drafter: Path, scratch: Path) -> tuple[int, dict]:
-    from dflashctl.drafter.registry import PLAYBOOKS_ENV
-
-    books = scratch / "playbooks"
-    mp.setenv(PLAYBOOKS_ENV, str(books if books.is_dir() else toy_registry(books)))
     code, out, err = run_main(
-        mp, capsys, "diagnose", server.url, "--model", str(TOY_TARGET),
+        mp, capsys, "diagnose", server.url, "--model", str(demo_target()),
         "--drafter", str(drafter), "--log", str(server.log),
         "--prompts", str(scratch / "prompts.json"), "--max-tokens", str(MAX_TOKENS), "--json",
     )  # fmt: skip
@@ -136,7 +125,7 @@ def scaled_k_norm(src: Path, dst: Path, scale: float = SCALE) -> Path:
 
 @pytest.fixture(scope="module")
 def scaled(scratch: Path) -> Path:
-    return scaled_k_norm(TOY_DRAFTER, scratch / "drafter-scaled")
+    return scaled_k_norm(DEMO_DRAFTER, scratch / "drafter-scaled")
 
 
 def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys, scratch, scaled):
@@ -146,7 +135,7 @@ def test_unpatched_vllm_is_the_engine_with_the_k_norm_defect(monkeypatch, capsys
     assert code == 1 and data["verdict"] == "engine", data["findings"]
     p = data["production"]
     assert (p["engine"], p["version"], p["build"]) == ("vllm", "0.32.0", "cpu")
-    assert p["num_speculative_tokens"] == data["reference"]["num_speculative_tokens"] == 7
+    assert p["num_speculative_tokens"] == data["reference"]["num_speculative_tokens"] == K
     assert data["comparison"]["same_text_prompts"] >= 1
     assert problems(data, "engine")[0]["message"].startswith("production accepts fewer")
     (defect,) = [f for f in problems(data, "engine") if f["defect"] == KNORM]
@@ -185,7 +174,7 @@ def test_stale_mask_served_is_config(monkeypatch, capsys, scratch):
     from dflashctl.drafter.stale import write_stale_copy
 
     stale = scratch / "drafter-mask"
-    write_stale_copy(TOY_DRAFTER, stale, ("mask",))
+    write_stale_copy(DEMO_DRAFTER, stale, ("mask",))
     with vllm(scratch, stale, "mask", knorm_fix=True) as server:
         code, data = diagnose(monkeypatch, capsys, server, stale, scratch)
     assert code == 1 and data["verdict"] == "config", data["findings"]
@@ -218,9 +207,9 @@ def weakened_copy(src: Path, dst: Path, scale: float = 2.0) -> Path:
 
 
 def test_weakened_drafter_on_both_engines_is_the_drafter(monkeypatch, capsys, scratch):
-    weak = weakened_copy(TOY_DRAFTER, scratch / "drafter-weak", scale=1.0)
+    weak = weakened_copy(DEMO_DRAFTER, scratch / "drafter-weak", scale=1.0)
     with vllm(scratch, weak, "weak", knorm_fix=True) as server:
         code, data = diagnose(monkeypatch, capsys, server, weak, scratch)
     assert code == 1 and data["verdict"] == "drafter", data["findings"]
     (d,) = problems(data, "drafter")
-    assert "the registry's expected minimum for toy" in d["message"]
+    assert "the registry's expected minimum for demo" in d["message"]
