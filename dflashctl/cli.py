@@ -19,6 +19,7 @@ from dflashctl.commands.bench import command as bench
 from dflashctl.commands.demo import command as demo
 from dflashctl.commands.diagnose import command as diagnose
 from dflashctl.commands.doctor import command as doctor
+from dflashctl.commands.environment import epilog
 from dflashctl.commands.fetch import command as fetch
 from dflashctl.commands.install import command as install
 from dflashctl.commands.metrics import command as metrics
@@ -62,21 +63,25 @@ def _root(
     set_command_ssh()  # no SSH options left over from an earlier command in this process
 
 
-# Every command: its module under dflashctl/commands/<verb>/command.py.
-app.command("verify-config")(verify_config.verify_config)
-app.command()(fetch.fetch)
+# Every command: its module under dflashctl/commands/<verb>/command.py; its --help ends with
+# the environment variables it reads (commands/environment.py).
+app.command("verify-config", epilog=epilog("verify-config"))(verify_config.verify_config)
+app.command(epilog=epilog("fetch"))(fetch.fetch)
 # serve takes a `vllm serve` line as it is: options it does not know are the engine's
-app.command(epilog=serve.EPILOG, context_settings=serve.CONTEXT)(serve.serve)
-app.command()(serve.stop)
-app.command()(serve.status)
-app.command()(smoke.smoke)
-app.command()(metrics.metrics)
-app.command()(bench.bench)
-app.command()(run.run)
-app.command()(demo.demo)
-app.command()(doctor.doctor)
-app.command()(diagnose.diagnose)
-app.command()(install.install)
+app.command(epilog=epilog("serve", serve.EPILOG), context_settings=serve.CONTEXT)(serve.serve)
+for name, fn in (
+    ("stop", serve.stop),
+    ("status", serve.status),
+    ("smoke", smoke.smoke),
+    ("metrics", metrics.metrics),
+    ("bench", bench.bench),
+    ("run", run.run),
+    ("demo", demo.demo),
+    ("doctor", doctor.doctor),
+    ("diagnose", diagnose.diagnose),
+    ("install", install.install),
+):
+    app.command(name, epilog=epilog(name))(fn)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import math
 import os
 import shutil
 import threading
@@ -108,6 +109,7 @@ class HubEnv:
     endpoint: str
     offline: bool
     cache_dir: Path
+    timeout: float = 10.0  # seconds for a metadata request (HF_HUB_ETAG_TIMEOUT, as the client)
 
     @classmethod
     def from_environ(cls) -> HubEnv:
@@ -124,7 +126,13 @@ class HubEnv:
         else:
             xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
             cache = Path(xdg) / "huggingface" / "hub"
-        return cls(endpoint, offline, cache.expanduser())
+        try:
+            timeout = float(env.get("HF_HUB_ETAG_TIMEOUT") or 10)
+        except ValueError:
+            timeout = 10.0
+        if not math.isfinite(timeout) or timeout <= 0:
+            timeout = 10.0
+        return cls(endpoint, offline, cache.expanduser(), timeout)
 
 
 def hub_error(e: BaseException, *, repo: str, revision: str, env: HubEnv) -> FetchError:

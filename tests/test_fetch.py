@@ -741,3 +741,32 @@ class TestCli:
         assert r.stderr.startswith(f"Error: repository test-org/missing not found on {hub.url}")
         assert "Traceback" not in r.stderr
         assert ("GET", "/api/models/test-org/missing/tree/" + "c" * 40) in hub.server.requests
+
+
+def test_piped_fetch_names_what_it_waits_for(tmp_path, monkeypatch):
+    """An endpoint that accepts and never answers: piped, fetch says what it is waiting for
+    (issue 18: 24.6 s of silence before "cannot reach"); HF_HUB_OFFLINE=1 does not wait."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_ETAG_TIMEOUT": "4",
+           "HF_HUB_DOWNLOAD_TIMEOUT": "4", "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+    env.pop("HF_HUB_OFFLINE", None)
+    cmd = [sys.executable, "-m", "dflashctl", "fetch", REPO, "--revision", "v1", "--dir"]
+    try:
+        res = subprocess.run(
+            [*cmd, str(tmp_path / "d1")], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        silent.close()
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"fetch: resolving {REPO}@v1 at http://127.0.0.1:{port} …" in res.stderr
+    res = subprocess.run(
+        [*cmd, str(tmp_path / "d2")], env={**env, "HF_HUB_OFFLINE": "1"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2 and "offline mode (HF_HUB_OFFLINE)" in res.stderr
+    assert "fetch: resolving" not in res.stderr  # no wait to name

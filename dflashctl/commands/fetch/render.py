@@ -64,6 +64,9 @@ class _Speed(TransferSpeedColumn):
         return super().render(task) if task.total is not None else Text("")
 
 
+SAY_WAITING_AFTER_S = 2.0  # piped stderr: a step that takes longer than this is named
+
+
 class RichFetchProgress:
     """`fetch.FetchProgress` drawn with rich on stderr: a step line, bytes, hashing."""
 
@@ -82,6 +85,7 @@ class RichFetchProgress:
         self._bytes: TaskID | None = None
         self._hash: TaskID | None = None
         self._live = False
+        self._timer: threading.Timer | None = None  # piped: the pending "still waiting" line
 
     def __enter__(self) -> RichFetchProgress:
         # Bars only on a terminal: piped or captured stderr gets the errors and nothing else.
@@ -98,13 +102,28 @@ class RichFetchProgress:
     ) -> None:
         if self._live:
             self._progress.stop()
+        if self._timer is not None:
+            self._timer.cancel()
 
     def step(self, text: str) -> None:
         with self._lock:
+            if not self._live:  # piped: a step still running after a while says so
+                self._quiet_step(text)
+                return
             if self._step is None:
                 self._step = self._progress.add_task(escape(text), total=None)
             else:
                 self._progress.update(self._step, description=escape(text))
+
+    def _quiet_step(self, text: str) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(
+            SAY_WAITING_AFTER_S,
+            lambda: err.print(escape(f"fetch: {text} …"), highlight=False, soft_wrap=True),
+        )
+        self._timer.daemon = True
+        self._timer.start()
 
     def download(self, done: int, total: int | None) -> None:
         with self._lock:

@@ -109,7 +109,9 @@ def resolve_commit(target: Target, env: HubEnv, lock: dict[str, Any] | None) -> 
 
     with quiet_hub():
         try:
-            info = HfApi(endpoint=env.endpoint).model_info(target.repo, revision=rev)
+            info = HfApi(endpoint=env.endpoint).model_info(
+                target.repo, revision=rev, timeout=env.timeout
+            )
         except Exception as e:
             raise hub_error(e, repo=target.repo, revision=rev, env=env) from e
     sha = info.sha
@@ -349,7 +351,8 @@ def fetch(
                 f"{lock.get('fetched_at') or '?'}), verified against it; --revision to move"
             )
     if progress is not None:
-        progress.step(f"resolving {target.repo}@{target.requested}")
+        where = "the local cache (HF_HUB_OFFLINE)" if env.offline else env.endpoint
+        progress.step(f"resolving {target.repo}@{target.requested} at {where}")
     commit, how = resolve_commit(target, env, lock)
     ref = None if HEX40.fullmatch(target.requested) else target.requested
     if sticky is not None:

@@ -177,7 +177,7 @@ def check_upstream(
     notes: list[str] = []
     with quiet_hub():
         try:
-            upstream = api.model_info(target.repo, revision=branch).sha
+            upstream = api.model_info(target.repo, revision=branch, timeout=env.timeout).sha
         except Exception as e:
             raise hub_error(e, repo=target.repo, revision=branch, env=env) from e
         if not isinstance(upstream, str) or not HEX40.fullmatch(upstream):
@@ -188,7 +188,8 @@ def check_upstream(
         pinned = requested
         if not HEX40.fullmatch(requested):  # a tag given as --revision: its commit
             try:
-                pinned = str(api.model_info(target.repo, revision=requested).sha)
+                info = api.model_info(target.repo, revision=requested, timeout=env.timeout)
+                pinned = str(info.sha)
             except Exception as e:
                 raise hub_error(e, repo=target.repo, revision=requested, env=env) from e
             notes.append(f"'{requested}' resolved to commit {pinned}")
