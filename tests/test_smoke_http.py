@@ -3,12 +3,13 @@ the issue lists, through the console-script entry point (exit codes as users see
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
 import pytest
 from metrics_util import run_main
-from smoke_servers import COLLAPSED, QUICKSORT, Behaviour, FakeEngine, serve_many
+from smoke_servers import COLLAPSED, QUICKSORT, Acceptance, Behaviour, FakeEngine, serve_many
 
 FAST = ["--timeout", "5", "--max-tokens", "256"]
 SHORT = ["--timeout", "5", "--max-tokens", "40"]
@@ -385,6 +386,25 @@ class TestDeploymentName:
         assert code == 0, d["checks"]
         assert d["url"] == srv.url and d["model"] == "fake/model"
         assert d["speculation"]["source"] == "prometheus"
+
+    def test_a_deployment_is_judged_against_its_drafters_range(
+        self, serve, monkeypatch, capsys, tmp_path
+    ):
+        # τ about 2.1 from a drafter whose registry range starts at 3.16: fine in isolation,
+        # a regression against the drafter the deployment record names (issue 17, item 6)
+        weak = Acceptance((0.6, 0.3, 0.15, 0.05, 0.02, 0.0, 0.0))
+        srv = serve(spec=weak)
+        code, d, _ = smoke_json(monkeypatch, capsys, srv.url, *FAST)
+        assert code == 0, d["checks"]  # nothing names the drafter
+        state = pytest.importorskip("dflashctl.server.deployments")
+        name = self.save(srv, tmp_path / "x.log", "vllm")
+        dep = state.load(name)
+        state.save(dataclasses.replace(dep, drafter="z-lab/Qwen3-8B-DFlash-b16"))
+        for target in (name, srv.url):  # by name, and by the URL the record holds
+            code, d, _ = smoke_json(monkeypatch, capsys, target, *FAST)
+            assert code == 1, d["checks"]
+            (spec,) = rows(d, "speculation")
+            assert spec["level"] == "fail" and "qwen3-8b-dflash-b16" in spec["message"]
 
     def test_sglang_deployment_reads_its_log(self, serve, monkeypatch, capsys, tmp_path):
         log = tmp_path / "sglang.log"

@@ -125,6 +125,29 @@ def by_deployment(source: str, host: str | None) -> Found | None:
     return None
 
 
+def by_server(url: str, drafter: str | None = None, host: str | None = None) -> Found | None:
+    """A server dflashctl started knows its drafter: `drafter` when the caller has the record
+    (a deployment name was given), else the record whose URL is `url`."""
+    from dflashctl.server.client import normalize_url
+    from dflashctl.server.deployments import all_deployments
+
+    if drafter is None:
+        try:
+            deps = all_deployments()
+        except DflashError:
+            return None
+        for dep in deps:
+            if dep.drafter and normalize_url(dep.url) == normalize_url(url):
+                drafter, host = dep.drafter, dep.host
+                break
+    if not drafter:
+        return None
+    found = by_name(drafter, f"the deployment's drafter ({drafter})")
+    if found is None and not host:
+        found = by_directory(Path(drafter))
+    return found
+
+
 def find_expected(state: MetricsState, *, source: str, host: str | None) -> Found | None:
     """The expected range for the drafter this log describes, or None when nothing names it.
     `source` is the log's path as given ("stdin" and URLs never match a file)."""

@@ -12,6 +12,7 @@ checks (exit 1). No printing: progress goes to an optional callback.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from dflashctl.errors import UsageError
 from dflashctl.fixtures import Prompt, load_prompts
 from dflashctl.metrics.alarms import Thresholds
 from dflashctl.metrics.analyze import MetricsOptions, thresholds_for
+from dflashctl.metrics.expected import by_server
 from dflashctl.metrics.spec_probe import (
     NO_DRAFTS,
     NO_LINES,
@@ -212,6 +214,12 @@ def run_smoke(
             "--baseline is the server under test", "point it at a server without speculation"
         )
     prompts = build_prompts(opts.prompts, opts.fixtures)
+    if opts.drafter is None and opts.min_acceptance_length is None:
+        # a server dflashctl started knows its drafter: judge against the registry's range
+        found = by_server(url, target.drafter, target.host)
+        if found is not None:
+            opts = dataclasses.replace(opts, drafter=found.expected.drafter)
+            say(f"judging acceptance against {found.expected.drafter}'s registry range")
 
     # The log: --log (on --host); or, for a deployment on SGLang (no /metrics by default),
     # the log `dflashctl serve` recorded. Otherwise /metrics.
