@@ -46,6 +46,11 @@ class EngineError(DflashError):
     """The bundled engine could not load a checkpoint or serve a request."""
 
 
+class OutputError(DflashError):
+    """A file dflashctl was asked to write cannot go there (not a regular file, a directory, a
+    name too long, a full disk): nothing was changed."""
+
+
 class ConfigWriteError(DflashError):
     """A config repair was refused or failed; the file on disk is unchanged."""
 

@@ -7,12 +7,11 @@ Frame: commands' plot modules draw with `pyplot()` and save with `save_png`; not
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from dflashctl.errors import InputError, UsageError
+from dflashctl.errors import UsageError
+from dflashctl.files import write_atomic
 
 
 def pyplot() -> Any:
@@ -31,17 +30,6 @@ def pyplot() -> Any:
 
 
 def save_png(fig: Any, path: Path) -> Path:
-    """Write `fig` to `path` atomically (a temporary file beside it, then a rename)."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=path.parent or ".")
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=110)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write `fig` to `path` through the one atomic writer (`files.write_atomic`: a regular
+    file only, a temporary file beside it, then a rename)."""
+    return write_atomic(Path(path), lambda f: fig.savefig(f, format="png", dpi=110))

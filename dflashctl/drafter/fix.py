@@ -19,15 +19,14 @@ import copy
 import json
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dflashctl.drafter.config import SLIDING, rope_theta
 from dflashctl.drafter.registry import DrafterEntry
-from dflashctl.errors import ConfigWriteError, UsageError
-from dflashctl.files import backup_path, fsync_dir
+from dflashctl.errors import ConfigWriteError, OutputError, UsageError
+from dflashctl.files import backup_path, write_atomic
 from dflashctl.report import Row, rows_ok
 
 # Fields that describe the weights: a difference means another checkpoint, not a stale value.
@@ -298,24 +297,8 @@ def write_fixed(path: Path, original: bytes, st0: os.stat_result, data: dict[str
     text = json.dumps(data, indent=_indent_of(original), ensure_ascii=False) + "\n"
     directory = path.parent
     backup = backup_path(path)
-    tmp_name: str | None = None
-    try:
-        # The backup: the exact original bytes, created exclusively.
-        fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(st0.st_mode))
-        with os.fdopen(fd, "wb") as f:
-            f.write(original)
-            f.flush()
-            os.fsync(f.fileno())
-        # The new content in a temp file beside the target.
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fchmod(f.fileno(), stat.S_IMODE(st0.st_mode))
-            with contextlib.suppress(OSError):  # keep the owner where we may (root)
-                os.fchown(f.fileno(), st0.st_uid, st0.st_gid)
-            os.fsync(f.fileno())
-        # Is it still the file that was read?
+
+    def still_the_file_read() -> None:
         try:
             st1 = os.lstat(path)
         except FileNotFoundError:
@@ -330,27 +313,42 @@ def write_fixed(path: Path, original: bytes, st0: os.stat_result, data: dict[str
             )
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as f:
-            if f.read() != original:
+            if f.read(len(original) + 1) != original:
                 raise _refuse(path, "its content changed on disk after it was read")
-        os.replace(tmp_name, path)
-        tmp_name = None
-        fsync_dir(directory)
+
+    try:
+        # The backup: the exact original bytes, created exclusively (never over anything).
+        fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(st0.st_mode))
+        with os.fdopen(fd, "wb") as f:
+            f.write(original)
+            f.flush()
+            os.fsync(f.fileno())
+        # The new content through the one atomic writer, checked just before the rename.
+        write_atomic(
+            path,
+            text.encode("utf-8"),
+            mode=stat.S_IMODE(st0.st_mode),
+            owner=(st0.st_uid, st0.st_gid),
+            before_replace=still_the_file_read,
+        )
     except ConfigWriteError:
-        _cleanup(tmp_name, backup)
+        _cleanup(backup)
         raise
-    except OSError as e:
-        _cleanup(tmp_name, backup)
+    except (OSError, OutputError) as e:
+        _cleanup(backup)
+        why = (
+            e.message
+            if isinstance(e, OutputError)
+            else f"could not write {path}: {e.strerror or e}"
+        )
         raise ConfigWriteError(
-            f"could not write {path}: {e.strerror or e}; nothing was changed",
+            f"{why.removesuffix('; nothing was changed')}; nothing was changed",
             f"check that {directory} is writable",
         ) from None
     return backup
 
 
-def _cleanup(tmp_name: str | None, backup: Path) -> None:
-    if tmp_name is not None:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
+def _cleanup(backup: Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(backup)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dflashctl.errors import DflashError, InputError, RemoteError
+from dflashctl.files import write_atomic
 
 MAX_OUTPUT = 1 << 20  # bytes of stdout/stderr kept from one command
 
@@ -436,19 +437,7 @@ class LocalHost(Host):
             raise InputError(f"cannot read {path}: {e.strerror}") from None
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        target = Path(self.abspath(path))
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise InputError(f"cannot write {path}: {e.strerror}") from None
+        write_atomic(Path(self.abspath(path)), data, mode=mode)
 
     def makedirs(self, path: str) -> None:
         try:

@@ -18,7 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dflashctl.errors import InputError, UsageError
+from dflashctl.errors import InputError, OutputError, UsageError
+from dflashctl.files import write_json_atomic
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -105,11 +106,11 @@ def path_of(name: str) -> Path:
 
 def save(dep: Deployment) -> Path:
     path = path_of(dep.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(dep.to_json(), indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create {path.parent}: {e.strerror}") from None
+    return write_json_atomic(path, dep.to_json())
 
 
 def load(name: str) -> Deployment | None:

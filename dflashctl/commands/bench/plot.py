@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dflashctl.commands.bench.session import BenchReport
 from dflashctl.errors import UsageError
+from dflashctl.files import check_target
 from dflashctl.plots import pyplot, save_png
 
 
@@ -19,9 +20,7 @@ def check_plot(path: Path) -> None:
     """Fail before measuring: matplotlib present, a .png name, an existing directory."""
     if path.suffix.lower() != ".png":
         raise UsageError(f"--plot {path}: the file name must end in .png", "e.g. --plot bench.png")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"--plot {path}: the directory {parent} does not exist")
+    check_target(path)
     pyplot()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -35,8 +34,9 @@ def fetch(
             "Default: the registry's pin.",
         ),
     ] = None,
-    directory: Annotated[
-        Path | None, typer.Option("--dir", help="Where the files go (default: ./<repo name>).")
+    dir_opt: Annotated[
+        str | None,
+        typer.Option("--dir", metavar="<path>", help="Where the files go (default: ./<repo name>)."),
     ] = None,
     include: Annotated[
         list[str] | None,
@@ -110,7 +110,10 @@ def fetch(
 
     set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.fetch.render import RichFetchProgress, render_fetch
+    from dflashctl.commands.fetch.run import dir_option
     from dflashctl.commands.fetch.run import fetch as run_fetch
+
+    directory = dir_option(dir_opt)
 
     if check_upstream:
         from dflashctl.commands.fetch.render import render_upstream

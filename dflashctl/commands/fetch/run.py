@@ -29,6 +29,7 @@ import dataclasses
 import datetime as dt
 import os
 import shutil
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from dflashctl.errors import (
     RemoteError,
     UsageError,
 )
-from dflashctl.files import backup_path, fsync_dir, hash_file, write_json_atomic
+from dflashctl.files import backup_path, check_target, fsync_dir, hash_file, write_json_atomic
 from dflashctl.hub import (
     FetchProgress,
     HubEnv,
@@ -72,6 +73,23 @@ def _now() -> str:
     return (
         dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     )
+
+
+def dir_option(value: str | None) -> Path | None:
+    """`--dir` as given: None (the default directory) or a path; an empty one is refused
+    rather than read as the current directory, as is a name longer than the system allows."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise UsageError("--dir is empty", "pass a directory, e.g. --dir ./drafter")
+    path = Path(value)
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise UsageError(f"--dir {value}: {e.strerror}") from None
+    return path
 
 
 def _disk_error(e: OSError, directory: Path) -> FetchError:
@@ -238,6 +256,11 @@ def _place(
     the new set lacks are removed when unmodified (stale shards would confuse engines).
     """
     old_files: dict[str, str] = dict((old_lock or {}).get("files") or {})
+    for f in files:  # nothing moves when one target is a directory, device or FIFO
+        with contextlib.suppress(FileNotFoundError):
+            mode = os.lstat(directory / f.name).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                check_target(directory / f.name)
     backups: list[str] = []
     for f in files:
         final = directory / f.name

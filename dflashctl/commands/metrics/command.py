@@ -83,6 +83,11 @@ def metrics(
 
     src = resolve_source(source, host)
     source, host = src.source, src.host
+    if plot is not None:
+        from dflashctl.files import check_target
+
+        check_target(plot)  # before reading anything: a device or directory is refused
+
     opts = MetricsOptions(
         engine=engine.lower(),
         interval=interval,
