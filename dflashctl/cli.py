@@ -8,6 +8,7 @@ one-line error, a hint and exit code 2 (`DFLASHCTL_DEBUG=1` shows the traceback)
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import Annotated
@@ -98,8 +99,25 @@ def _json_error(message: str, hint: str | None) -> None:
     emit_json({"ok": False, "error": message, "hint": hint})
 
 
+# Errors the file system or the machine raise for any path or write (a name over NAME_MAX, a
+# component that is a file, a link loop, a full or read-only disk): never a bug, always exit 2.
+ENVIRONMENT_ERRNOS = frozenset(
+    {
+        errno.ENAMETOOLONG,
+        errno.ENOTDIR,
+        errno.ELOOP,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EIO,
+        errno.EACCES,
+    }
+)
+
+
 def main() -> None:
-    """Console-script entry point: one-line errors with a hint, exit 2 on DflashError. With
+    """Console-script entry point: one-line errors with a hint, exit 2 on DflashError (and on
+    the file-system errors of ENVIRONMENT_ERRNOS that escaped a more specific message). With
     `--json` the error is also `{"ok": false, "error": …, "hint": …}` on stdout, so `| jq`
     always gets JSON (bad arguments included)."""
     as_json = _wants_json(sys.argv)
@@ -126,6 +144,14 @@ def main() -> None:
             _json_error(e.message, e.hint)
         error(e.message, e.hint)
         sys.exit(e.exit_code)
+    except OSError as e:
+        if os.environ.get("DFLASHCTL_DEBUG") or e.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        if as_json:
+            _json_error(f"{where}{os.strerror(e.errno or 0)}", None)
+        error(f"{where}{os.strerror(e.errno or 0)}")
+        sys.exit(2)
     except KeyboardInterrupt:
         error("interrupted")
         sys.exit(130)

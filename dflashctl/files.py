@@ -28,7 +28,7 @@ from dflashctl.errors import InputError, OutputError
 CHUNK = 1 << 20
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
     """What a non-regular file is, in words."""
     for test, word in (
         (stat.S_ISDIR, "a directory"),
@@ -71,7 +71,7 @@ def check_target(path: Path) -> os.stat_result | None:
         raise OutputError(f"cannot write {path}: {_why(e)}") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise OutputError(
-            f"refusing to write {path}: it is {_kind(st.st_mode)}, not a regular file",
+            f"refusing to write {path}: it is {kind_of(st.st_mode)}, not a regular file",
             "give the path of a new or ordinary file",
         )
     parent = path.parent
@@ -160,7 +160,7 @@ def open_regular(path: Path, what: str = "file") -> IO[bytes]:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"refusing to read {path}: it is {_kind(st.st_mode)}, not a {what}")
+            raise InputError(f"refusing to read {path}: it is {kind_of(st.st_mode)}, not a {what}")
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
         return os.fdopen(fd, "rb")

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflashctl.errors import PlaybookError
+from dflashctl.errors import InputError, PlaybookError
+from dflashctl.files import read_bounded
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -136,12 +137,15 @@ class _Doc:
     def __init__(self, path: Path, text: str, environ: Mapping[str, str]) -> None:
         import yaml
 
+        from dflashctl.yaml_bounds import check_bounds
+
         self.path = path
         self.environ = environ
         self.secret_env: dict[tuple[str, ...], set[str]] = {}  # mapping key path -> env keys
         self.lines: dict[tuple[str, ...], int] = {}
         loader = yaml.SafeLoader(text)
         try:
+            check_bounds(text)
             node = loader.get_single_node()
             if node is None:
                 raise PlaybookError(f"{path}: empty playbook", "a playbook is a YAML mapping")
@@ -365,10 +369,12 @@ def parse_playbook(path: Path, text: str, environ: Mapping[str, str] | None = No
 
 
 def load_playbook(path: Path) -> Playbook:
+    from dflashctl.yaml_bounds import MAX_YAML_BYTES
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlaybookError(f"playbook not found: {path}") from None
+        text = read_bounded(path, MAX_YAML_BYTES, "playbook").decode("utf-8")
+    except InputError as e:
+        raise PlaybookError(e.message) from None
     except UnicodeDecodeError:
         raise PlaybookError(f"{path} is not UTF-8 text") from None
     except OSError as e:

@@ -5,11 +5,16 @@ prove nothing outside the intended files changed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,8 +28,15 @@ class Result:
     seconds: float
 
 
-def dflashctl(*args: str, cwd: Path | None = None, timeout: float = 60, **env: str) -> Result:
-    """`python -m dflashctl ARGS` in a fresh process, stdin closed, with the test's environment."""
+def dflashctl(
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 60,
+    mem_limit: int | None = None,
+    **env: str,
+) -> Result:
+    """`python -m dflashctl ARGS` in a fresh process, stdin closed, with the test's environment;
+    `mem_limit` bytes of address space at most (as `ulimit -v` does)."""
     full = dict(os.environ)
     full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
     full.update(env)
@@ -38,8 +50,15 @@ def dflashctl(*args: str, cwd: Path | None = None, timeout: float = 60, **env: s
         text=True,
         errors="replace",
         timeout=timeout,
+        preexec_fn=None if mem_limit is None else lambda: _limit_memory(mem_limit),
     )
     return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0)
+
+
+def _limit_memory(n: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (n, n))
 
 
 def assert_clean_error(res: Result, code: int = 2, *, contains: str | None = None) -> str:
@@ -67,3 +86,111 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, bytes | None]]:
             data = p.read_bytes() if p.is_file() and not p.is_symlink() else None
             out[str(p.relative_to(root))] = (st.st_mode, st.st_size, data)
     return out
+
+
+# ---- a misbehaving HTTP server on 127.0.0.1 ------------------------------------------------------
+
+
+class HostileServer:
+    """A real HTTP server on 127.0.0.1 in a thread; `routes` maps a path to a function that
+    writes the whole answer on the handler (status line, headers, body) however it likes."""
+
+    def __init__(self, routes: dict[str, Callable[[BaseHTTPRequestHandler], None]]) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _route(self) -> None:
+                n = int(self.headers.get("content-length") or 0)
+                if n:
+                    self.rfile.read(n)
+                fn = outer.routes.get(self.path.split("?")[0])
+                try:
+                    if fn is None:
+                        self.send_error(404)
+                    else:
+                        fn(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+
+            do_GET = _route
+            do_POST = _route
+
+        self.routes = routes
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> HostileServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def send_json(h: BaseHTTPRequestHandler, obj: object, status: int = 200) -> None:
+    body = json.dumps(obj).encode()
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def models(h: BaseHTTPRequestHandler) -> None:
+    send_json(h, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+
+def endless(
+    ctype: str, chunk: bytes = b"x" * (1 << 20)
+) -> Callable[[BaseHTTPRequestHandler], None]:
+    """An answer that never ends (close-delimited): chunks until the client hangs up."""
+
+    def route(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Connection", "close")
+        h.end_headers()
+        for _ in range(4096):  # 4 GB at most, should the client never stop
+            h.wfile.write(chunk)
+
+    return route
+
+
+def gzip_bomb(decompressed: int = 256 << 20) -> bytes:
+    """`decompressed` zero bytes, gzip-compressed (about a thousandth of the size)."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = bytes(1 << 20)
+    out = [z.compress(block) for _ in range(decompressed >> 20)]
+    out.append(z.flush())
+    return b"".join(out)
+
+
+def trickle(
+    ctype: str, payload: bytes, every: float = 0.5
+) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Headers at once, then the body one byte every `every` seconds."""
+
+    def route(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.wfile.flush()
+        for b in payload:
+            h.wfile.write(bytes([b]))
+            h.wfile.flush()
+            time.sleep(every)
+
+    return route

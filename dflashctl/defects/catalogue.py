@@ -30,6 +30,8 @@ from packaging.version import InvalidVersion, Version
 
 from dflashctl.defects.predicates import PREDICATES
 from dflashctl.errors import InputError
+from dflashctl.files import read_bounded
+from dflashctl.yaml_bounds import MAX_YAML_BYTES, check_bounds
 
 CATALOGUE_PATH = Path(__file__).with_name("defects.yaml")
 
@@ -358,6 +360,7 @@ def _parse_defect(path: Path, index: int, data: Any) -> Defect:
 def parse_catalogue(text: str, path: Path) -> Catalogue:
     """Parse and validate catalogue YAML; any problem is a one-line `InputError`."""
     try:
+        check_bounds(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -393,7 +396,7 @@ def parse_catalogue(text: str, path: Path) -> Catalogue:
 @cache
 def _load(path: Path) -> Catalogue:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, MAX_YAML_BYTES, "defect catalogue").decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read the defect catalogue {path}: {e}") from None
     return parse_catalogue(text, path)

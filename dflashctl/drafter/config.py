@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from dflashctl.errors import InputError
+from dflashctl.files import read_bounded
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
@@ -85,9 +88,9 @@ def read_json_bytes(path: Path, what: str = "config") -> tuple[bytes, dict[str, 
 
     Every way the file can be missing or broken becomes a one-line `InputError`.
     """
-    if path.is_dir():
-        path = path / "config.json"
     try:
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            path = path / "config.json"
         size = path.stat().st_size
     except FileNotFoundError:
         raise InputError(
@@ -97,12 +100,8 @@ def read_json_bytes(path: Path, what: str = "config") -> tuple[bytes, dict[str, 
         raise InputError(f"cannot read {path}: {e.strerror}") from None
     if size > MAX_CONFIG_BYTES:
         raise InputError(f"{path} is {size} bytes: too large to be a model config")
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory, not a {what} file") from None
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror}") from None
+    # Only a regular file, and never more than the cap (a link to /dev/zero, a FIFO).
+    raw = read_bounded(path, MAX_CONFIG_BYTES, f"{what} file")
     return raw, parse_json_object(raw, path, what)
 
 
@@ -136,7 +135,13 @@ def read_json_object(path: Path, what: str = "config") -> dict[str, Any]:
 
 
 def config_path(path: Path) -> Path:
-    return path / "config.json" if path.is_dir() else path
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        is_dir = False
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}") from None
+    return path / "config.json" if is_dir else path
 
 
 def get(cfg: dict[str, Any], section: str, key: str) -> Any:

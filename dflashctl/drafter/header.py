@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any, NamedTuple
 
 from dflashctl.drafter.config import read_json_object
 from dflashctl.errors import InputError
+from dflashctl.files import kind_of, open_regular
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -92,8 +95,8 @@ def _fail(path: Path, what: str, hint: str | None = None) -> InputError:
 def read_file_header(path: Path) -> tuple[dict[str, TensorInfo], dict[str, Any], int]:
     """(tensors, `__metadata__`, file size) of one .safetensors file, from its header."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
+        with open_regular(path, "safetensors file") as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
                 raise _fail(path, f"{size} bytes: too short to be a safetensors file")
@@ -266,8 +269,36 @@ def read_index(index: Path) -> Header:
     return header
 
 
+def _regular_or_refuse(p: Path) -> None:
+    try:
+        lst = os.lstat(p)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise InputError(f"cannot read {p}: {e.strerror}") from None
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(
+            f"{p} is a broken symbolic link (to {os.readlink(p)}): the weights are missing",
+            "a damaged download or Hugging Face cache; fetch the drafter again",
+        ) from None
+    except OSError as e:
+        raise InputError(f"cannot read {p}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        verb = "links to" if stat.S_ISLNK(lst.st_mode) else "is"
+        raise InputError(f"{p} {verb} {kind_of(st.st_mode)}, not a safetensors file")
+
+
 def find_checkpoint(directory: Path) -> Path | None:
-    """The index or single file in a drafter directory; None when there is no safetensors."""
+    """The index or single file in a drafter directory; None when there is no safetensors.
+
+    A checkpoint name that is there but is no regular file (a dangling symlink, as a broken
+    Hugging Face cache leaves, a FIFO, a directory) is an InputError, never "no checkpoint".
+    """
+    present = [directory / INDEX_NAME, directory / SINGLE_NAME, *directory.glob("*.safetensors")]
+    for p in present:
+        _regular_or_refuse(p)
     index = directory / INDEX_NAME
     if index.is_file():
         return index

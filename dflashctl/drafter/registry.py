@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.drafter.config import FULL, SLIDING
-from dflashctl.errors import RegistryError
+from dflashctl.errors import InputError, RegistryError
+from dflashctl.files import read_bounded
 
 LOCK_NAME = "dflashctl.lock.json"
 HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -214,11 +215,14 @@ class _Doc:
     def __init__(self, path: Path, text: str) -> None:
         import yaml
 
+        from dflashctl.yaml_bounds import check_bounds
+
         self.path = path
         self.lines: dict[tuple[str, ...], int] = {}
         loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         loader = loader_cls(text)
         try:
+            check_bounds(text)
             node = loader.get_single_node()
             if node is None:
                 raise RegistryError(f"{path}: empty file", "a drafter entry is a YAML mapping")
@@ -452,6 +456,8 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
 
 def load_entries(directory: Path | None = None) -> tuple[DrafterEntry, ...]:
     """Every entry under `directory/drafters/` (default: the installed playbooks), sorted."""
+    from dflashctl.yaml_bounds import MAX_YAML_BYTES
+
     base = directory if directory is not None else playbooks_dir()
     drafters = base / "drafters"
     if not drafters.is_dir():
@@ -463,7 +469,9 @@ def load_entries(directory: Path | None = None) -> tuple[DrafterEntry, ...]:
     seen: dict[str, Path] = {}
     for path in sorted([*drafters.glob("*.yaml"), *drafters.glob("*.yml")]):
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_bounded(path, MAX_YAML_BYTES, "registry entry").decode("utf-8")
+        except InputError as e:
+            raise RegistryError(e.message) from None
         except (OSError, UnicodeDecodeError) as e:
             raise RegistryError(f"{path}: cannot read: {e}") from None
         entry = parse_entry(path, text)

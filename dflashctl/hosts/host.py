@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dflashctl.errors import DflashError, InputError, RemoteError
-from dflashctl.files import write_atomic
+from dflashctl.files import open_regular, write_atomic
 
 MAX_OUTPUT = 1 << 20  # bytes of stdout/stderr kept from one command
 
@@ -428,7 +428,7 @@ class LocalHost(Host):
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         try:
-            with open(self.abspath(path), "rb") as f:
+            with open_regular(Path(self.abspath(path))) as f:
                 f.seek(offset)
                 return f.read(length)
         except FileNotFoundError:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dflashctl.errors import InputError
+from dflashctl.files import read_bounded
 
 MAX_TEXT = 16 * 1024 * 1024
 FACTS_SCRIPT = Path(__file__).with_name("facts.py")  # sent to a host's Python as -c
@@ -94,9 +95,7 @@ class LocalProbe:
     def read_text(self, path: str, *, max_bytes: int = MAX_TEXT) -> str:
         p = Path(path).expanduser()
         try:
-            if p.stat().st_size > max_bytes:
-                raise InputError(f"{p} is larger than {max_bytes} bytes")
-            return p.read_bytes().decode("utf-8", "replace")
+            return read_bounded(p, max_bytes).decode("utf-8", "replace")
         except FileNotFoundError:
             raise InputError(f"{p}: no such file") from None
         except OSError as e:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.errors import InputError, OutputError, UsageError
-from dflashctl.files import write_json_atomic
+from dflashctl.files import read_bounded, write_json_atomic
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -122,7 +122,7 @@ def load(name: str) -> Deployment | None:
 
 def _read(path: Path) -> Deployment:
     try:
-        return Deployment.from_json(json.loads(path.read_text()))
+        return Deployment.from_json(json.loads(read_bounded(path, 1 << 20, "deployment record")))
     except (OSError, ValueError, TypeError) as e:
         raise InputError(
             f"{path}: unreadable deployment state ({e})",

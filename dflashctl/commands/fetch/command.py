@@ -36,7 +36,9 @@ def fetch(
     ] = None,
     dir_opt: Annotated[
         str | None,
-        typer.Option("--dir", metavar="<path>", help="Where the files go (default: ./<repo name>)."),
+        typer.Option(
+            "--dir", metavar="<path>", help="Where the files go (default: ./<repo name>)."
+        ),
     ] = None,
     include: Annotated[
         list[str] | None,
