@@ -10,6 +10,7 @@ imported lazily. No printing.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -48,9 +49,23 @@ def fetch_text(url: str, timeout: float) -> str:
     """GET the page; every failure is a `ServerError` (exit 2) with a hint."""
     import httpx
 
+    from dflashctl.http_body import (
+        ACCEPT_ENCODING,
+        MAX_METRICS_PAGE,
+        DeadlinePassed,
+        read_body,
+    )
+
+    deadline = time.monotonic() + timeout
     try:
-        r = httpx.get(url, timeout=timeout, follow_redirects=True)
-    except httpx.TimeoutException:
+        with httpx.stream(
+            "GET", url, timeout=timeout, follow_redirects=True, headers=ACCEPT_ENCODING
+        ) as r:
+            status, ctype = r.status_code, r.headers.get("content-type", "")
+            raw = b""
+            if status < 400:
+                raw = read_body(r, cap=MAX_METRICS_PAGE, what=url, deadline=deadline)
+    except (httpx.TimeoutException, DeadlinePassed):
         raise ServerError(
             f"{url} did not answer within {timeout:g} s",
             "is the server up and not wedged? A loaded server can be slow: raise --timeout",
@@ -61,15 +76,14 @@ def fetch_text(url: str, timeout: float) -> str:
             "check host and port: vLLM serves /metrics on its API port (8000 by default), "
             "SGLang on 30000 with --enable-metrics",
         ) from None
-    if r.status_code == 404:
+    if status == 404:
         raise ServerError(
             f"{url} answered HTTP 404",
             "SGLang serves /metrics only with --enable-metrics; vLLM at http://HOST:PORT/metrics",
         )
-    if r.status_code >= 400:
-        raise ServerError(f"{url} answered HTTP {r.status_code}", "check the server's own log")
-    ctype = r.headers.get("content-type", "")
-    text = r.text
+    if status >= 400:
+        raise ServerError(f"{url} answered HTTP {status}", "check the server's own log")
+    text = raw.decode("utf-8", "replace")
     if "html" in ctype.lower() or text.lstrip()[:1] == "<":
         raise ServerError(
             f"{url} returned HTML, not Prometheus metrics text",

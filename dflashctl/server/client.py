@@ -22,6 +22,15 @@ from typing import Any
 import httpx
 
 from dflashctl.errors import ServerError
+from dflashctl.http_body import (
+    ACCEPT_ENCODING,
+    MAX_JSON_BODY,
+    BodyTooLarge,
+    DeadlinePassed,
+    iter_lines,
+    read_body,
+    read_some,
+)
 
 Clock = Callable[[], float]
 MAX_ERROR_BODY = 4096
@@ -117,7 +126,7 @@ def normalize_url(url: str) -> str:
 
 def make_client(timeout: float) -> httpx.Client:
     t = httpx.Timeout(timeout, connect=min(timeout, 10.0))
-    return httpx.Client(timeout=t, follow_redirects=False, trust_env=False)
+    return httpx.Client(timeout=t, follow_redirects=False, trust_env=False, headers=ACCEPT_ENCODING)
 
 
 def unreachable(url: str, e: Exception) -> ServerError:
@@ -178,22 +187,23 @@ def describe_body(status: int, ctype: str, body: bytes) -> tuple[str, str | None
 def list_models(client: httpx.Client, base: str) -> tuple[list[str], str | None, str | None]:
     """(model ids, error, hint). Unreachable → ServerError."""
     url = f"{base}/v1/models"
+    wait = client.timeout.read or 30.0
     try:
-        r = client.get(url)
-    except httpx.TimeoutException:
-        return [], f"GET /v1/models did not answer within {client.timeout.read:g} s", _hang_hint()
+        with client.stream("GET", url) as r:
+            ctype = r.headers.get("content-type", "")
+            if r.status_code != 200:
+                msg, hint = describe_body(r.status_code, ctype, read_some(r, MAX_ERROR_BODY, url))
+                return [], f"GET /v1/models: {msg}", hint
+            body = read_body(r, cap=MAX_JSON_BODY, what=url, deadline=time.monotonic() + wait)
+    except (httpx.TimeoutException, DeadlinePassed):
+        return [], f"GET /v1/models did not answer within {wait:g} s", _hang_hint()
     except httpx.HTTPError as e:
         raise unreachable(base, e) from None
-    if r.status_code != 200:
-        msg, hint = describe_body(r.status_code, r.headers.get("content-type", ""), r.content)
-        return [], f"GET /v1/models: {msg}", hint
     try:
-        data = r.json()
+        data = json.loads(body)
         ids = [str(m["id"]) for m in data["data"]]
-    except (ValueError, KeyError, TypeError):
-        msg, hint = describe_body(
-            200, r.headers.get("content-type", ""), r.content[:MAX_ERROR_BODY]
-        )
+    except (ValueError, KeyError, TypeError, RecursionError):
+        msg, hint = describe_body(200, ctype, body[:MAX_ERROR_BODY])
         return [], f"GET /v1/models is not an OpenAI model list ({msg})", hint
     if not ids:
         return [], "GET /v1/models lists no model", "is the engine still loading?"
@@ -244,11 +254,11 @@ def stream_chat(
             c.status_code = r.status_code
             ctype = r.headers.get("content-type", "")
             if r.status_code != 200:
-                body = _read_some(r)
+                body = read_some(r, MAX_ERROR_BODY, "the answer")
                 c.error, c.hint = describe_body(r.status_code, ctype, body)
                 return c
             if "text/event-stream" not in ctype.lower():
-                body = _read_some(r)
+                body = read_some(r, MAX_ERROR_BODY, "the answer")
                 if "html" in ctype.lower() or body.lstrip()[:1] == b"<":
                     c.error, c.hint = describe_body(200, ctype, body)
                 else:
@@ -259,15 +269,9 @@ def stream_chat(
                     c.hint = "smoke measures TTFT and decode speed on a streamed answer"
                 return c
             data_lines: list[str] = []
-            for line in r.iter_lines():
+            what = "the SSE stream"
+            for line in iter_lines(r, what=what, deadline=deadline, clock=clock):
                 now = clock()
-                if now > deadline:
-                    c.error = (
-                        f"the answer was still streaming after --timeout {timeout:g} s "
-                        f"({c.events} events so far)"
-                    )
-                    c.hint = "a slow or looping server; raise --timeout or lower --max-tokens"
-                    return c
                 if line.startswith(":"):
                     continue  # SSE comment / keep-alive
                 if line.startswith("data:"):
@@ -296,6 +300,16 @@ def stream_chat(
                 else:
                     c.error = _cut(c, "mid-event (a data line without its closing blank line)")
                     return c
+    except DeadlinePassed:
+        c.error = (
+            f"the answer was still streaming after --timeout {timeout:g} s "
+            f"({c.events} events so far)"
+        )
+        c.hint = "a slow or looping server; raise --timeout or lower --max-tokens"
+        return c
+    except BodyTooLarge as e:
+        c.error, c.hint = e.message, e.hint
+        return c
     except httpx.TimeoutException:
         what = "an answer" if c.status_code is None else "the next event"
         c.error = f"no answer: waited --timeout {timeout:g} s for {what} ({c.events} events so far)"
@@ -323,18 +337,6 @@ def stream_chat(
     if t_first is not None and t_last is not None:
         c.decode_s = t_last - t_first
     return c
-
-
-def _read_some(r: httpx.Response) -> bytes:
-    buf = b""
-    try:
-        for chunk in r.iter_bytes():
-            buf += chunk
-            if len(buf) >= MAX_ERROR_BODY:
-                break
-    except httpx.HTTPError:
-        pass
-    return buf[:MAX_ERROR_BODY]
 
 
 def _cut(c: Completion, how: str) -> str:

@@ -1,0 +1,97 @@
+"""Misbehaving servers on 127.0.0.1 (issue 19, items 2 and 7): every body dflashctl reads is
+capped (after decompression), and `--timeout` bounds each request by the wall clock."""
+
+from __future__ import annotations
+
+import pytest
+from hostile import (
+    HostileServer,
+    assert_clean_error,
+    dflashctl,
+    endless,
+    gzip_bomb,
+    models,
+    trickle,
+)
+
+SSE = "text/event-stream"
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    return gzip_bomb(256 << 20)
+
+
+def gzip_route(body: bytes):
+    def route(h) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain; version=0.0.4")
+        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    return route
+
+
+class TestMetricsPages:
+    def test_a_gzip_bomb_stops_at_the_cap(self, bomb: bytes):
+        with HostileServer({"/metrics": gzip_route(bomb)}) as s:
+            res = dflashctl("metrics", f"{s.url}/metrics", "--timeout", "20")
+        assert_clean_error(res, 2, contains="larger than")
+        assert res.seconds < 15
+
+    def test_an_endless_page_stops_at_the_cap(self):
+        with HostileServer({"/metrics": endless("text/plain")}) as s:
+            res = dflashctl("metrics", f"{s.url}/metrics", "--timeout", "20")
+        assert_clean_error(res, 2, contains="larger than")
+        assert res.seconds < 15
+
+
+class TestSmoke:
+    def test_an_endless_model_list_is_one_line(self):
+        with HostileServer({"/v1/models": endless("application/json")}) as s:
+            res = dflashctl("smoke", s.url, "--timeout", "20")
+        assert_clean_error(res, 2, contains="larger than")
+
+    def test_timeout_is_a_wall_clock_bound_per_request(self):
+        # One byte every 0.5 s: each read is quick, the answer never ends within --timeout.
+        payload = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n' * 50
+        routes = {"/v1/models": models, "/v1/chat/completions": trickle(SSE, payload)}
+        with HostileServer(routes) as s:
+            res = dflashctl(
+                "smoke",
+                s.url,
+                "--prompt",
+                "hello",
+                "--timeout",
+                "2",
+                "--expect-no-spec",
+                "--json",
+                timeout=60,
+            )
+        assert "Traceback" not in res.stderr
+        assert res.code == 1, res.stdout + res.stderr
+        assert "after --timeout 2 s" in res.stdout
+        assert res.seconds < 10, res.seconds  # was 0.5 s per byte: minutes
+
+    def test_an_event_line_without_end_is_capped(self):
+        routes = {
+            "/v1/models": models,
+            "/v1/chat/completions": endless(SSE, b"data: " + b"x" * (1 << 20)),
+        }
+        with HostileServer(routes) as s:
+            res = dflashctl(
+                "smoke",
+                s.url,
+                "--prompt",
+                "hello",
+                "--timeout",
+                "20",
+                "--expect-no-spec",
+                "--json",
+                timeout=60,
+            )
+        assert "Traceback" not in res.stderr
+        assert res.code == 1, res.stdout + res.stderr
+        assert "longer than" in res.stdout
