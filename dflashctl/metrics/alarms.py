@@ -22,7 +22,14 @@ import itertools
 import statistics
 from dataclasses import dataclass
 
-from dflashctl.metrics.window import Cause, Finding, MetricsState, SpecWindow, aggregate
+from dflashctl.metrics.window import (
+    Cause,
+    Finding,
+    MetricsState,
+    SpecWindow,
+    aggregate,
+    implausible,
+)
 
 
 @dataclass(frozen=True)
@@ -362,7 +369,7 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
         if th.follow:  # live: "nothing yet" is not news; speculation being off is
             found = [f for f in found if f.kind != "no_metrics"]
         return crash + found
-    findings = crash + _stale(state, th)
+    findings = crash + _stale(state, th) + _implausible(state)
     if state.startup_after_last_window is not None and not th.follow:
         return findings  # the numbers describe an earlier launch: judge nothing else
     cfg = state.spec_config or {}
@@ -372,7 +379,7 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
     if th.drafter and (state.expected is None or state.expected.found_by == "--drafter"):
         family = "dflash"  # a registry drafter (they are all DFlash) named by the user wins
     batch_limit = _int_or_none(cfg.get("disable_by_batch_size"))
-    cur = state.current_windows()
+    cur = [w for w in state.current_windows() if implausible(w) is None]
     streams: dict[str, list[SpecWindow]] = {}
     for w in cur:
         streams.setdefault(w.stream, []).append(w)
@@ -402,6 +409,22 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
             f.message = label + f.message
         findings += out
     return findings
+
+
+def _implausible(state: MetricsState) -> list[Finding]:
+    """Windows whose numbers cannot be (1e308, 250 %, NaN): an alarm, and never judged."""
+    bad = [(w, why) for w in state.windows if (why := implausible(w)) is not None]
+    if not bad:
+        return []
+    w, why = bad[0]
+    return [
+        Finding(
+            "implausible_metrics",
+            "alarm",
+            f"{len(bad)} metrics window(s) report impossible values, e.g. {why}{_when(w)}: the "
+            "log is corrupt or edited; those windows were not judged",
+        )
+    ]
 
 
 def _int_or_none(x: object) -> int | None:

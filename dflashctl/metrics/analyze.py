@@ -185,17 +185,23 @@ def known_defect_causes(state: MetricsState, alarm_kind: str) -> list[Cause]:
 
 
 def open_log(path: Path) -> BinaryIO:
-    if path.is_dir():
-        raise InputError(f"{path} is a directory, not a log file", "pass the log file itself")
-    try:
-        return open(path, "rb", buffering=0)  # the caller closes it
-    except FileNotFoundError:
+    """The log file, opened only when it is a regular file (a device such as /dev/zero would
+    never end, a FIFO could hang): a pipe is read through `-` (stdin). The caller closes it."""
+    from dflashctl.files import open_regular
+
+    if not os.path.lexists(path):
         raise InputError(
             f"no such log file: {path}",
             "for a server's metrics pass its URL: http://HOST:PORT/metrics",
-        ) from None
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+        )
+    try:
+        return open_regular(path, "log file")  # type: ignore[return-value]
+    except InputError as e:
+        if e.message.startswith("refusing"):
+            raise InputError(
+                e.message, "to read a pipe, send it to stdin: ... | dflashctl metrics -"
+            ) from None
+        raise
 
 
 def read_chunks(f: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:

@@ -79,8 +79,8 @@ def tail_file(
                     yield rest
                     rest = f.read()
                 try:
-                    new = open(path, "rb", buffering=0)  # noqa: SIM115
-                except OSError:
+                    new = open_log(path)
+                except (OSError, InputError):
                     yield None
                     time.sleep(poll)
                     continue

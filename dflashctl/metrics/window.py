@@ -71,6 +71,32 @@ class SpecWindow:
         }
 
 
+MAX_SPEC_TOKENS = 64  # no engine drafts more positions than this per step
+
+
+def implausible(w: SpecWindow) -> str | None:
+    """What makes `w` impossible (a non-finite number, a rate outside 0-100 %, a mean
+    acceptance length outside 1..65, a negative count), or None when it is sane."""
+    tau = w.mean_acceptance_length
+    if tau is not None and not (1.0 - 1e-6 <= tau <= MAX_SPEC_TOKENS + 1):
+        return f"mean acceptance length {tau:g} (possible: 1 to {MAX_SPEC_TOKENS + 1})"
+    rate = w.draft_acceptance_rate
+    if rate is not None and not (0.0 <= rate <= 1.0 + 1e-9):
+        return f"draft acceptance rate {rate * 100:g} % (possible: 0 to 100 %)"
+    for i, p in enumerate(w.per_position or []):
+        if not (0.0 <= p <= 1.0 + 1e-9):
+            return f"acceptance at position {i} {p:g} (possible: 0 to 1)"
+    for name in ("accepted_tokens", "drafted_tokens", "num_drafts"):
+        v = getattr(w, name)
+        if v is not None and v < 0:
+            return f"{name} {v}"
+    for name in ("accepted_throughput", "drafted_throughput", "generation_throughput"):
+        v = getattr(w, name)
+        if v is not None and not (0.0 <= v < float("inf")):
+            return f"{name.replace('_', ' ')} {v:g}"
+    return None
+
+
 def _r(x: float | None, nd: int) -> float | None:
     if x is None or x != x:  # None or NaN
         return None

@@ -1,0 +1,80 @@
+"""Hostile engine logs (issue 19, items 2 and 8): impossible numbers are an alarm, never "ok";
+what is not a regular file is one line and exit 2, at once."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hostile import assert_clean_error, dflashctl
+
+DATA = Path(__file__).resolve().parent / "data" / "metrics"
+MEM = 1536 << 20
+
+
+def edited(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    text = (DATA / name).read_text()
+    assert old in text
+    out = tmp_path / name
+    out.write_text(text.replace(old, new, 1))
+    return out
+
+
+@pytest.mark.parametrize(
+    "name, old, new, words",
+    [
+        (
+            "vllm_034_healthy.log",
+            "Mean acceptance length: 2.50",
+            "Mean acceptance length: 1e308",
+            "mean acceptance length 1e+308",
+        ),
+        (
+            "vllm_034_healthy.log",
+            "Mean acceptance length: 2.50",
+            "Mean acceptance length: nan",
+            None,
+        ),
+        (
+            "vllm_0_8_3.log",
+            "Draft acceptance rate: 48.2%",
+            "Draft acceptance rate: 250.0%",
+            "250 %",
+        ),
+    ],
+)
+def test_impossible_numbers_are_not_ok(tmp_path: Path, name, old, new, words):
+    log = edited(tmp_path, name, old, new)
+    res = dflashctl("metrics", str(log), "--json")
+    assert "Traceback" not in res.stderr
+    report = json.loads(res.stdout)
+    kinds = [f["kind"] for f in report["alarms"] if f["severity"] == "alarm"]
+    if words is None:  # a NaN the parser does not take is a line with no usable fields
+        assert res.code in (0, 1)
+        return
+    assert res.code == 1, res.stdout
+    assert "implausible_metrics" in kinds
+    assert any(words in f["message"] for f in report["alarms"])
+
+
+def test_a_log_linked_to_dev_zero(tmp_path: Path):
+    log = tmp_path / "engine.log"
+    log.symlink_to("/dev/zero")
+    res = dflashctl("metrics", str(log), mem_limit=MEM, timeout=20)
+    assert_clean_error(res, 2, contains="character device")
+    assert res.seconds < 5
+
+
+def test_a_log_that_is_a_fifo(tmp_path: Path):
+    log = tmp_path / "engine.log"
+    os.mkfifo(log)
+    res = dflashctl("metrics", str(log), timeout=20)
+    assert_clean_error(res, 2, contains="FIFO")
+    assert res.seconds < 5
+
+
+def test_a_log_that_is_a_directory(tmp_path: Path):
+    res = dflashctl("metrics", str(tmp_path))
+    assert_clean_error(res, 2, contains="directory")
