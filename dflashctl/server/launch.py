@@ -16,7 +16,9 @@ the embedded demo pair, `num_speculative_tokens` = block size - 1 read from the 
    process, and explains the failure with the log's root-cause lines, then stops what it started.
 
 `serve_foreground()` does the same and then streams the log until the process exits or the user
-interrupts (which stops it). Progress goes to an `on_event` callback; nothing here prints.
+interrupts (which stops it): Ctrl-C, SIGTERM and SIGHUP (a closed terminal or a dropped SSH
+session) all stop the engine it started, since that runs in its own session and would not
+get them. Progress goes to an `on_event` callback; nothing here prints.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import json
 import os
 import posixpath
 import re
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -784,6 +788,40 @@ def _ssh_config_of(host: Host) -> str | None:
     return str(path) if path else None
 
 
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached a foreground serve: handled like Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signame = signal.Signals(signum).name
+
+
+FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_stop_the_engine() -> Iterator[None]:
+    """While a foreground serve runs, SIGTERM and SIGHUP raise `Signalled`, so the engine it
+    started is stopped as on Ctrl-C (only the main thread can take signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_signalled(signum: int, _frame: object) -> None:
+        raise Signalled(signum)
+
+    old = {s: signal.signal(s, raise_signalled) for s in FORWARDED}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _ignore_signals(signum: int, _frame: object) -> None:
+    """A second SIGTERM/SIGHUP while the engine is being stopped: the stop goes on."""
+
+
 def serve_foreground(
     plan_: Plan,
     host: Host,
@@ -791,7 +829,15 @@ def serve_foreground(
     on_event: OnEvent | None = None,
     poll: float | None = None,
 ) -> LaunchResult:
-    """Launch, then stream the log until the process exits or Ctrl-C (which stops it)."""
+    """Launch, then stream the log until the process exits, or Ctrl-C, SIGTERM or SIGHUP
+    arrives: those stop the engine (SIGTERM to its process group, SIGKILL after 10 s)."""
+    with _signals_stop_the_engine():
+        return _serve_foreground(plan_, host, on_event=on_event, poll=poll)
+
+
+def _serve_foreground(
+    plan_: Plan, host: Host, *, on_event: OnEvent | None, poll: float | None
+) -> LaunchResult:
     result = launch(plan_, host, on_event=on_event, poll=poll)
     if not result.ok:
         return result
@@ -822,12 +868,16 @@ def serve_foreground(
                     result.lines = logscan.explain(log.lines[-400:])
                     return result
             time.sleep(poll or (0.2 if host.is_local else 0.5))
-    except KeyboardInterrupt:
-        emit("step", f"stopping {dep.name} (pid {dep.pid})")
+    except KeyboardInterrupt as e:
+        why = e.signame if isinstance(e, Signalled) else "Ctrl-C"
+        if threading.current_thread() is threading.main_thread():
+            for s in FORWARDED:
+                signal.signal(s, _ignore_signals)
+        emit("step", f"{why}: stopping {dep.name} (pid {dep.pid})")
         from dflashctl.server.control import stop_on_host
 
         stopped = stop_on_host(host, dep, grace=10.0)
         state.remove(dep.name)
         result.ended = "interrupted"
-        result.notes.append(f"stopped on Ctrl-C: {stopped.outcome}")
+        result.notes.append(f"stopped on {why}: {stopped.outcome}")
         return result
