@@ -75,3 +75,67 @@ def test_foreground_serve_stops_its_engine_on(tmp_path: Path, sig: signal.Signal
             proc.wait()
         if engine_pid is not None and alive(engine_pid):
             os.killpg(engine_pid, signal.SIGKILL)
+
+
+def start_detached(tmp_path: Path, name: str) -> state.Deployment:
+    py = make_python(tmp_path / "bin", "ok")
+    res = dflashctl(
+        "serve", "--model", "m", "--spec", "none", "--python", str(py), "--port",
+        str(free_port()), "--name", name, "--detach", "--json", timeout=60,
+    )  # fmt: skip
+    assert res.code == 0, res.stdout + res.stderr
+    dep = state.load(name)
+    assert dep is not None and alive(dep.pid)
+    return dep
+
+
+@pytest.mark.usefixtures("stop_all")
+@pytest.mark.parametrize(
+    "content, words",
+    [(b"", "empty"), (b"[1, 2]", "a JSON list"), (b"\x00garbage{", "not JSON"),
+     (b'{"name": "x"}', "missing")],
+)  # fmt: skip
+def test_a_corrupt_record_is_skipped_and_named(tmp_path: Path, content: bytes, words: str):
+    dep = start_detached(tmp_path, "good")
+    bad = state.deployments_dir() / "broken.json"
+    bad.write_bytes(content)
+    res = dflashctl("status", "--json")
+    assert "Traceback" not in res.stderr
+    rows = {r["name"]: r for r in json.loads(res.stdout)["deployments"]}
+    assert rows["good"]["state"] == "up"
+    assert rows["broken"]["state"] == "corrupt" and words in rows["broken"]["message"]
+    assert res.code == 1  # something needs a look
+    res = dflashctl("stop", "good", "--json")
+    assert "Traceback" not in res.stderr
+    assert res.code == 0, res.stdout + res.stderr
+    stopped = {r["name"]: r for r in json.loads(res.stdout)["stopped"]}
+    assert stopped["good"]["outcome"] == "terminated"
+    assert not alive(dep.pid)
+    assert bad.read_bytes() == content  # never touched
+    res = dflashctl("stop", "broken")
+    assert "Traceback" not in res.stderr
+    assert "skipped" in res.stdout and f"rm {bad}" in res.stdout
+    assert bad.read_bytes() == content
+
+
+@pytest.mark.usefixtures("stop_all")
+@pytest.mark.parametrize("starttime", [0, 12345])
+def test_a_wrong_start_time_never_reports_a_kill(tmp_path: Path, starttime: int):
+    dep = start_detached(tmp_path, "svc")
+    real = dep.starttime
+    path = state.path_of("svc")
+    data = json.loads(path.read_text())
+    data["starttime"] = starttime
+    path.write_text(json.dumps(data))
+    try:
+        res = dflashctl("stop", "svc", "--json", "--timeout", "1")
+        assert "Traceback" not in res.stderr
+        (r,) = json.loads(res.stdout)["stopped"]
+        assert alive(dep.pid)  # left alone: not provably ours
+        assert r["outcome"] in ("unverified", "not ours"), r
+        assert r["outcome"] not in ("killed", "terminated")
+        if starttime == 0:
+            assert res.code == 1 and path.exists()  # still running: the record stays
+    finally:
+        data["starttime"] = real
+        path.write_text(json.dumps(data))

@@ -19,7 +19,7 @@ from dflashctl.errors import DflashError, UsageError
 from dflashctl.hosts import open_host
 from dflashctl.hosts.host import Host
 from dflashctl.server import deployments as state
-from dflashctl.server.deployments import Deployment
+from dflashctl.server.deployments import BadRecord, Deployment
 
 
 @dataclass
@@ -27,15 +27,24 @@ class StopResult:
     name: str
     host: str
     pid: int
-    outcome: str  # terminated | killed | not running | not ours | error
+    outcome: str  # terminated | killed | not running | not ours | unverified | skipped | error
     port_free: bool | None = None
     message: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.outcome in ("terminated", "killed", "not running", "not ours") and (
-            self.port_free is not False
-        )
+        return self.outcome in (
+            "terminated",
+            "killed",
+            "not running",
+            "not ours",
+            "skipped",
+        ) and (self.port_free is not False)
+
+    @property
+    def gone(self) -> bool:
+        """Our server no longer runs (its record may go)."""
+        return self.outcome in ("terminated", "killed", "not running", "not ours")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,7 +64,7 @@ class StatusRow:
     host: str
     engine: str
     pid: int
-    state: str  # up | unhealthy | down | unknown
+    state: str  # up | unhealthy | down | unknown | corrupt
     health: int | None
     url: str
     log: str
@@ -81,11 +90,14 @@ class StatusRow:
 
 
 def _ours(host: Host, dep: Deployment) -> str:
-    """'alive' (our process), 'gone', or 'other' (the pid now belongs to another process)."""
+    """'alive' (our process), 'gone', 'other' (the pid now belongs to another process), or
+    'unverified' (a live pid, but the record has no start time to prove it is ours)."""
     info = host.proc(dep.pid)
     if info is None:
         return "gone"
-    if dep.starttime and info.starttime != dep.starttime:
+    if not dep.starttime:
+        return "unverified"
+    if info.starttime != dep.starttime:
         return "other"
     return "alive"
 
@@ -96,6 +108,13 @@ def stop_on_host(host: Host, dep: Deployment, *, grace: float = 10.0) -> StopRes
     if who == "other":
         res.outcome = "not ours"
         res.message = f"pid {dep.pid} now belongs to another process: left alone"
+    elif who == "unverified":
+        res.outcome = "unverified"
+        res.message = (
+            f"pid {dep.pid} is alive but the record has no start time to prove it is the "
+            f"server dflashctl started: left alone (check it, then: kill {dep.pid})"
+        )
+        return res
     elif who == "alive":
         host.signal_group(dep.pid, "TERM", starttime=dep.starttime)
         deadline = time.monotonic() + grace
@@ -106,6 +125,10 @@ def stop_on_host(host: Host, dep: Deployment, *, grace: float = 10.0) -> StopRes
             deadline = time.monotonic() + 10.0
             while time.monotonic() < deadline and _ours(host, dep) == "alive":
                 time.sleep(0.2)
+            if _ours(host, dep) == "alive":  # never report a kill while it lives
+                res.outcome = "error"
+                res.message = f"pid {dep.pid} is still running after SIGTERM and SIGKILL"
+                return res
             res.outcome = "killed"
             res.message = f"did not exit within {grace:g} s of SIGTERM: SIGKILL"
         else:
@@ -137,15 +160,25 @@ def stop_deployment(dep: Deployment, *, grace: float = 10.0) -> StopResult:
     """Stop one deployment on its own host and forget it."""
     with _open(dep) as host:
         res = stop_on_host(host, dep, grace=grace)
-    state.remove(dep.name)
+    if res.gone:
+        state.remove(dep.name)
     return res
 
 
-def select(names: list[str], all_: bool) -> list[Deployment]:
-    """The deployments `stop`/`status` act on: NAMEs, a playbook's, or all of them."""
-    deps = state.all_deployments()
+def select(names: list[str], all_: bool) -> tuple[list[Deployment], list[BadRecord]]:
+    """The deployments `stop`/`status` act on (NAMEs, a playbook's, or all of them), and the
+    corrupt records skipped on the way (all of them, or the named ones)."""
+    deps, bad = state.scan()
     if all_:
-        return deps
+        return deps, bad
+    if names:
+        bad_named = [b for b in bad if b.name in names]
+        wanted = [n for n in names if n not in {b.name for b in bad_named}]
+        return _select(deps, wanted, bad) if wanted else [], bad_named
+    return _select(deps, names, bad), bad
+
+
+def _select(deps: list[Deployment], names: list[str], bad: list[BadRecord]) -> list[Deployment]:
     if not names:
         if len(deps) <= 1:
             return deps
@@ -170,7 +203,8 @@ def select(names: list[str], all_: bool) -> list[Deployment]:
             chosen.extend(d for d in deps if d.name in wanted)
             continue
         known = ", ".join(sorted(by_name)) or "none"
-        raise UsageError(f"no deployment named {name!r}", f"running deployments: {known}")
+        corrupt = f"; corrupt records: {', '.join(b.name for b in bad)}" if bad else ""
+        raise UsageError(f"no deployment named {name!r}", f"running deployments: {known}{corrupt}")
     return chosen
 
 
@@ -182,7 +216,7 @@ def _by_host(deps: list[Deployment]) -> dict[str | None, list[Deployment]]:
 
 
 def stop(names: list[str], *, all_: bool = False, grace: float = 10.0) -> list[StopResult]:
-    deps = select(names, all_)
+    deps, bad = select(names, all_)
 
     def on_host(group: list[Deployment]) -> list[StopResult]:
         out: list[StopResult] = []
@@ -196,19 +230,22 @@ def stop(names: list[str], *, all_: bool = False, grace: float = 10.0) -> list[S
         with host:
             for dep in group:
                 try:
-                    out.append(stop_on_host(host, dep, grace=grace))
+                    res = stop_on_host(host, dep, grace=grace)
                 except DflashError as e:
                     label = dep.host or "local"
                     out.append(StopResult(dep.name, label, dep.pid, "error", None, e.message))
                     continue
-                state.remove(dep.name)
+                out.append(res)
+                if res.gone:  # a process that may still run keeps its record
+                    state.remove(dep.name)
         return out
 
-    return _parallel(on_host, list(_by_host(deps).values()))
+    skipped = [StopResult(b.name, "?", 0, "skipped", None, f"{b.why}; {b.hint}") for b in bad]
+    return _parallel(on_host, list(_by_host(deps).values())) + skipped
 
 
 def status(names: list[str] | None = None) -> list[StatusRow]:
-    deps = select(names or [], all_=not names)
+    deps, bad = select(names or [], all_=not names)
 
     def on_host(group: list[Deployment]) -> list[StatusRow]:
         try:
@@ -220,6 +257,10 @@ def status(names: list[str] | None = None) -> list[StatusRow]:
             for dep in group:
                 try:
                     who = _ours(host, dep)
+                    if who == "unverified":
+                        msg = f"pid {dep.pid} alive, but the record has no start time"
+                        rows.append(_row(dep, "unknown", None, msg))
+                        continue
                     if who != "alive":
                         msg = "process exited" if who == "gone" else "pid reused by another process"
                         rows.append(_row(dep, "down", None, msg))
@@ -233,7 +274,11 @@ def status(names: list[str] | None = None) -> list[StatusRow]:
                     rows.append(_row(dep, "unknown", None, e.message))
         return rows
 
-    return _parallel(on_host, list(_by_host(deps).values()))
+    corrupt = [
+        StatusRow(b.name, "?", "?", 0, "corrupt", None, "", str(b.path), None, "", b.why)
+        for b in bad
+    ]
+    return _parallel(on_host, list(_by_host(deps).values())) + corrupt
 
 
 def _row(dep: Deployment, st: str, health: int | None, message: str) -> StatusRow:

@@ -120,21 +120,87 @@ def load(name: str) -> Deployment | None:
     return _read(path)
 
 
+# Fields a record must hold, with their types: anything else is a corrupt record.
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "engine": str,
+    "host": (str, type(None)),
+    "url": str,
+    "pid": int,
+    "starttime": int,
+    "log": str,
+    "run_dir": str,
+    "port": int,
+    "bind": str,
+    "model": str,
+    "model_id": str,
+    "drafter": (str, type(None)),
+    "cmd": list,
+    "started_at": str,
+}
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """A deployment record that cannot be read: skipped, and named by status and stop."""
+
+    name: str
+    path: Path
+    why: str
+
+    @property
+    def hint(self) -> str:
+        return f"check whether its server still runs, then remove the record: rm {self.path}"
+
+
 def _read(path: Path) -> Deployment:
     try:
-        return Deployment.from_json(json.loads(read_bounded(path, 1 << 20, "deployment record")))
-    except (OSError, ValueError, TypeError) as e:
+        raw = read_bounded(path, 1 << 20, "deployment record")
+        data = json.loads(raw.decode("utf-8"))
+    except InputError as e:
+        raise InputError(e.message, f"remove it by hand if the server is gone: rm {path}") from None
+    except (ValueError, RecursionError) as e:
+        why = "empty" if not raw.strip() else f"not JSON ({str(e)[:80]})"
         raise InputError(
-            f"{path}: unreadable deployment state ({e})",
+            f"{path}: corrupt deployment record: {why}",
             f"remove it by hand if the server is gone: rm {path}",
         ) from None
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{path}: corrupt deployment record: a JSON {type(data).__name__}, not an object",
+            f"remove it by hand if the server is gone: rm {path}",
+        )
+    for key, kind in _REQUIRED.items():
+        v = data.get(key)
+        if not isinstance(v, kind) or isinstance(v, bool):
+            raise InputError(
+                f"{path}: corrupt deployment record: {key!r} is "
+                + ("missing" if key not in data else f"{type(v).__name__}, not valid"),
+                f"remove it by hand if the server is gone: rm {path}",
+            )
+    if data["pid"] <= 1:
+        raise InputError(f"{path}: corrupt deployment record: pid {data['pid']}")
+    return Deployment.from_json(data)
+
+
+def scan() -> tuple[list[Deployment], list[BadRecord]]:
+    """Every readable deployment record, and the unreadable ones (skipped, never fatal)."""
+    d = deployments_dir()
+    if not d.is_dir():
+        return [], []
+    good: list[Deployment] = []
+    bad: list[BadRecord] = []
+    for p in sorted(d.glob("*.json")):
+        try:
+            good.append(_read(p))
+        except InputError as e:
+            bad.append(BadRecord(p.stem, p, e.message.removeprefix(f"{p}: ")))
+    return good, bad
 
 
 def all_deployments() -> list[Deployment]:
-    d = deployments_dir()
-    if not d.is_dir():
-        return []
-    return [_read(p) for p in sorted(d.glob("*.json"))]
+    """The readable deployment records (a corrupt one is skipped: see `scan`)."""
+    return scan()[0]
 
 
 def remove(name: str) -> None:

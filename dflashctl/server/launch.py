@@ -877,7 +877,8 @@ def _serve_foreground(
         from dflashctl.server.control import stop_on_host
 
         stopped = stop_on_host(host, dep, grace=10.0)
-        state.remove(dep.name)
+        if stopped.gone:
+            state.remove(dep.name)
         result.ended = "interrupted"
         result.notes.append(f"stopped on {why}: {stopped.outcome}")
         return result

@@ -135,7 +135,13 @@ def render_status(rows: list[Any]) -> None:
     if not rows:
         out.print("no deployments (start one with: dflashctl serve --detach)")
         return
-    colour = {"up": "green", "unhealthy": "yellow", "down": "red", "unknown": "yellow"}
+    colour = {
+        "up": "green",
+        "unhealthy": "yellow",
+        "down": "red",
+        "unknown": "yellow",
+        "corrupt": "red",
+    }
     plain = {
         "name": [r.name for r in rows],
         "state": [r.state for r in rows],
