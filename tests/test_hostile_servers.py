@@ -95,3 +95,25 @@ class TestSmoke:
         assert "Traceback" not in res.stderr
         assert res.code == 1, res.stdout + res.stderr
         assert "longer than" in res.stdout
+
+
+class TestBench:
+    def test_one_target_timing_out_is_a_failed_cell_not_a_traceback(self):
+        import json
+
+        from smoke_servers import Behaviour, FakeEngine
+
+        good, bad = FakeEngine(), FakeEngine(Behaviour(mode="hang"))
+        try:
+            res = dflashctl(
+                "bench", bad.url, good.url, "--timeout", "1", "--repetitions", "1",
+                "--fixtures", "code", "--max-tokens", "16", "--warmup-tokens", "0", "--json",
+                timeout=120,
+            )  # fmt: skip
+        finally:
+            bad.release.set()
+        assert "Traceback" not in res.stderr, res.stderr
+        assert res.code == 1, res.stdout + res.stderr
+        report = json.loads(res.stdout)
+        assert report["ok"] is False
+        assert "--timeout 1 s" in res.stderr

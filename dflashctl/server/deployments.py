@@ -178,7 +178,7 @@ def _read(path: Path) -> Deployment:
                 + ("missing" if key not in data else f"{type(v).__name__}, not valid"),
                 f"remove it by hand if the server is gone: rm {path}",
             )
-    if data["pid"] <= 1:
+    if data["pid"] <= 0:
         raise InputError(f"{path}: corrupt deployment record: pid {data['pid']}")
     return Deployment.from_json(data)
 
