@@ -6,6 +6,8 @@ could not run (exit 2).
 
 from __future__ import annotations
 
+import math
+
 
 class DflashError(Exception):
     """Something a user can act on. `exit_code` 2 = could not run."""
@@ -65,3 +67,20 @@ class PlaybookError(InputError):
 
 class PortInUseError(DflashError):
     """The port a server should listen on is already taken (by whom, when we can tell)."""
+
+
+# No option of dflashctl is meaningful beyond this magnitude (a timeout of 31 years).
+MAX_OPTION = 1e9
+
+
+def require_finite(**values: float | None) -> None:
+    """UsageError naming the first option (its keyword as `--flag-name`) that is NaN, infinite
+    or beyond MAX_OPTION; None (not given) passes. Range checks stay with each option."""
+    for key, v in values.items():
+        if v is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if not math.isfinite(v):
+            raise UsageError(f"{flag} {v}: not a finite number", f"give a number, e.g. {flag} 10")
+        if abs(v) > MAX_OPTION:
+            raise UsageError(f"{flag} {v:g}: out of range (at most {MAX_OPTION:g})")

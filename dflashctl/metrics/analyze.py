@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dflashctl.errors import DflashError, InputError, UsageError
+from dflashctl.errors import DflashError, InputError, UsageError, require_finite
 from dflashctl.metrics.alarms import Thresholds, evaluate
 from dflashctl.metrics.scanner import ENGINES, LogScanner
 from dflashctl.metrics.window import Cause, Expected, MetricsReport, MetricsState
@@ -39,6 +39,11 @@ class MetricsOptions:
     ssh: Any = None  # hosts.ssh.SSHOptions for --host (ssh_config, accepting a new host key)
 
     def validate(self, source: str) -> None:
+        require_finite(
+            interval=self.interval,
+            timeout=self.timeout,
+            min_acceptance_length=self.min_acceptance_length,
+        )
         if self.engine not in ENGINES:
             raise UsageError(
                 f"unknown --engine {self.engine!r}", "use one of: " + ", ".join(ENGINES)

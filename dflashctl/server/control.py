@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dflashctl.errors import DflashError, UsageError
+from dflashctl.errors import DflashError, UsageError, require_finite
 from dflashctl.hosts import open_host
 from dflashctl.hosts.host import Host
 from dflashctl.server import deployments as state
@@ -216,6 +216,9 @@ def _by_host(deps: list[Deployment]) -> dict[str | None, list[Deployment]]:
 
 
 def stop(names: list[str], *, all_: bool = False, grace: float = 10.0) -> list[StopResult]:
+    require_finite(timeout=grace)
+    if grace < 0:
+        raise UsageError("--timeout must be 0 or more seconds")
     deps, bad = select(names, all_)
 
     def on_host(group: list[Deployment]) -> list[StopResult]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflashctl.errors import DflashError, PortInUseError, UsageError
+from dflashctl.errors import DflashError, PortInUseError, UsageError, require_finite
 from dflashctl.hosts.host import Host, quote_argv
 from dflashctl.server import deployments as state
 from dflashctl.server import logscan
@@ -339,6 +339,11 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
 
     if opts.engine not in ENGINES:
         raise UsageError(f"unknown engine {opts.engine!r}", f"use one of: {', '.join(ENGINES)}")
+    require_finite(ready_timeout=opts.ready_timeout)
+    if not opts.ready_timeout > 0:
+        raise UsageError("--ready-timeout must be a positive number of seconds")
+    if opts.port is not None and not 1 <= opts.port <= 65535:
+        raise UsageError(f"--port {opts.port}: a TCP port is 1 to 65535", "e.g. --port 8000")
     notes: list[str] = []
     model, drafter = _expand(host, opts.model), _expand(host, opts.drafter)
     if model is None:

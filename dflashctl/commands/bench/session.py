@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from dflashctl.commands.bench.targets import BenchTarget, parse_concurrency
-from dflashctl.errors import ServerError, UsageError
+from dflashctl.errors import ServerError, UsageError, require_finite
 from dflashctl.fixtures import Prompt, load_prompt_file, load_prompts
 from dflashctl.metrics.analyze import MetricsOptions, thresholds_for
 from dflashctl.metrics.spec_probe import (
@@ -56,6 +56,7 @@ class BenchOptions:
                 "--max-tokens must be at least 2: decode speed excludes the first token",
                 "e.g. --max-tokens 256",
             )
+        require_finite(timeout=self.timeout)
         if not self.timeout > 0:
             raise UsageError("--timeout must be a positive number of seconds")
 

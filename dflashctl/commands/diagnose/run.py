@@ -67,7 +67,7 @@ from dflashctl.commands.diagnose.verdict import (
     first_divergence,
     judge,
 )
-from dflashctl.errors import DflashError, InputError, ServerError, UsageError
+from dflashctl.errors import DflashError, InputError, ServerError, UsageError, require_finite
 from dflashctl.fixtures import Prompt, load_prompt_file, load_prompts
 
 DEFAULT_MAX_TOKENS = 128
@@ -91,6 +91,14 @@ class DiagnoseOptions:
     ssh: Any = None  # hosts.ssh.SSHOptions for --host
 
     def validate(self) -> None:
+        require_finite(
+            timeout=self.timeout,
+            log_interval=self.log_interval,
+            min_acceptance_length=self.min_acceptance_length,
+            ready_timeout=self.ready_timeout,
+        )
+        if not self.ready_timeout > 0:
+            raise UsageError("--ready-timeout must be a positive number of seconds")
         if self.max_tokens < 1:
             raise UsageError("--max-tokens must be at least 1", "e.g. --max-tokens 128")
         if self.timeout <= 0:

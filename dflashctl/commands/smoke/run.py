@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.commands.smoke import checks as ck
-from dflashctl.errors import UsageError
+from dflashctl.errors import UsageError, require_finite
 from dflashctl.fixtures import Prompt, load_prompts
 from dflashctl.metrics.alarms import Thresholds
 from dflashctl.metrics.analyze import MetricsOptions, thresholds_for
@@ -66,6 +66,12 @@ class SmokeOptions:
     drafter: str | None = None
 
     def validate(self) -> None:
+        require_finite(
+            timeout=self.timeout,
+            log_interval=self.log_interval,
+            min_tokens_per_s=self.min_tokens_per_s,
+            min_acceptance_length=self.min_acceptance_length,
+        )
         if self.max_tokens < 1:
             raise UsageError("--max-tokens must be at least 1", "e.g. --max-tokens 256")
         if self.timeout <= 0:
