@@ -67,3 +67,59 @@ class TestWrongOk:
         res = dflashctl("verify-config", str(d))
         assert_clean_error(res, 2, contains="broken symbolic link")
         assert snapshot(d) == before
+
+    def test_safetensors_metadata_values_must_be_strings(self, tmp_path: Path):
+        from st_files import header_bytes
+
+        d = drafter(tmp_path)
+        head, size = header_bytes({"fc.weight": ("F32", [2, 2])}, {"format": 1})  # type: ignore[dict-item]
+        (d / "model.safetensors").write_bytes(head + bytes(size))
+        res = dflashctl("verify-config", str(d))
+        assert_clean_error(res, 2, contains="not a string")
+
+    def test_rope_theta_nan_is_not_absent(self, tmp_path: Path):
+        raw = json.dumps(drafter_config(rope_theta=float("nan")))
+        assert "NaN" in raw
+        d = drafter(tmp_path, raw=raw)
+        res = dflashctl("verify-config", str(d))
+        assert_clean_error(res, 2, contains="rope_theta is NaN")
+
+    def test_infinity_and_overflowing_floats(self, tmp_path: Path):
+        d = drafter(tmp_path, raw=json.dumps(drafter_config()).replace("1000000.0", "1e999"))
+        res = dflashctl("verify-config", str(d))
+        assert_clean_error(res, 2, contains="rope_theta is 1e999")
+
+
+class TestHugeValues:
+    def test_a_5000_digit_integer(self, tmp_path: Path):
+        raw = json.dumps(drafter_config()).replace(
+            '"vocab_size": 1024', '"vocab_size": ' + "9" * 5000
+        )
+        d = drafter(tmp_path, raw=raw)
+        for args in ((), ("--json",)):
+            res = dflashctl("verify-config", str(d), *args)
+            assert_clean_error(res, 2, contains="vocab_size is an integer of 5000 digits")
+            assert res.stdout == ""  # exit 2 keeps stdout empty, with or without --json
+
+    def test_a_4000_digit_integer_is_not_ok(self, tmp_path: Path):
+        raw = json.dumps(drafter_config()).replace(
+            '"vocab_size": 1024', '"vocab_size": ' + "9" * 4000
+        )
+        res = dflashctl("verify-config", str(drafter(tmp_path, raw=raw)), "--json")
+        assert_clean_error(res, 2, contains="4000 digits")
+
+    def test_100k_target_layer_ids_take_linear_time(self, tmp_path: Path):
+        cfg = drafter_config()
+        cfg["dflash_config"]["target_layer_ids"] = list(range(100_000))
+        d = drafter(tmp_path, cfg)
+        res = dflashctl("verify-config", str(d), timeout=60)
+        assert "Traceback" not in res.stderr
+        assert res.code == 1, res.stdout + res.stderr  # wrong for a 4-layer target: a failing row
+        assert res.seconds < 10, res.seconds  # was 109 s
+        assert len(res.stdout) < 50_000  # the human view shows the list shortened
+        res = dflashctl("verify-config", str(d), "--json", timeout=60)
+        assert res.code == 1 and res.seconds < 10
+        ids = {c["field"]: c for c in json.loads(res.stdout)["checks"]}
+        assert any(
+            isinstance(c["found"], list) and len(c["found"]) == 100_000 for c in ids.values()
+        )

@@ -54,6 +54,9 @@ def _runs(values: list[str]) -> str:
     return " + ".join(parts)
 
 
+MAX_SHOWN = 2000
+
+
 def fmt(value: Any) -> str:
     """A found/expected value as one short, markup-safe string."""
     if value is None:
@@ -64,6 +67,8 @@ def fmt(value: Any) -> str:
         text = value
     else:
         text = json.dumps(value, default=str)
+    if len(text) > MAX_SHOWN:  # a hostile 100k-item list stays one readable cell
+        text = f"{text[: MAX_SHOWN - 60]} … ({len(text)} characters; --json has all)"
     return escape(text)
 
 

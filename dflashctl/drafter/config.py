@@ -105,6 +105,70 @@ def read_json_bytes(path: Path, what: str = "config") -> tuple[bytes, dict[str, 
     return raw, parse_json_object(raw, path, what)
 
 
+class _Unreadable:
+    """A JSON number no engine reads (NaN, Infinity, 1e999, an integer beyond int64)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+class _UnreadableValue(ValueError):
+    def __init__(self, key: str | None, what: str) -> None:
+        super().__init__(what)
+        self.key, self.what = key, what
+
+
+MAX_INT_DIGITS = 19  # int64: every integer a config holds fits
+
+
+def _parse_int(s: str) -> int | _Unreadable:
+    digits = len(s.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        return _Unreadable(f"an integer of {digits} digits")
+    return int(s)
+
+
+def _parse_float(s: str) -> float | _Unreadable:
+    v = float(s)
+    return v if math.isfinite(v) else _Unreadable(f"{s[:20]}, beyond any float")
+
+
+def _find_unreadable(value: Any) -> _Unreadable | None:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _Unreadable):
+            return v
+        if isinstance(v, list):
+            stack.extend(v)
+    return None
+
+
+def _checked_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    for key, value in pairs:
+        bad = _find_unreadable(value)
+        if bad is not None:
+            raise _UnreadableValue(key, bad.what)
+    return dict(pairs)
+
+
+def loads_strict(text: str) -> Any:
+    """json.loads, refusing NaN, Infinity, overflowing floats and integers beyond int64 with
+    `_UnreadableValue` (a ValueError naming the key) instead of taking them, or failing with a
+    traceback on Python's 4300-digit limit."""
+    data = json.loads(
+        text,
+        parse_int=_parse_int,
+        parse_float=_parse_float,
+        parse_constant=lambda s: _Unreadable(s),
+        object_pairs_hook=_checked_pairs,
+    )
+    bad = _find_unreadable(data)
+    if bad is not None:
+        raise _UnreadableValue(None, bad.what)
+    return data
+
+
 def parse_json_object(raw: bytes, path: Path, what: str = "config") -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
@@ -113,7 +177,7 @@ def parse_json_object(raw: bytes, path: Path, what: str = "config") -> dict[str,
     if not text.strip():
         raise InputError(f"{path} is empty")
     try:
-        data = json.loads(text)
+        data = loads_strict(text)
     except json.JSONDecodeError as e:
         # Cut short: the error is at the very end, or a string never closes.
         truncated = e.pos >= len(text.rstrip()) - 1 or e.msg.startswith("Unterminated string")
@@ -121,6 +185,12 @@ def parse_json_object(raw: bytes, path: Path, what: str = "config") -> dict[str,
         raise InputError(
             f"{path}: {why} at line {e.lineno}, column {e.colno}: {e.msg}",
             "the file may be cut short by an interrupted download or edit; fetch it again",
+        ) from None
+    except _UnreadableValue as e:
+        where = f"{e.key} is " if e.key is not None else "a value is "
+        raise InputError(
+            f"{path}: {where}{e.what}: no {what} value can be that",
+            "fix the value by hand (or fetch the published config.json again)",
         ) from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None

@@ -158,6 +158,13 @@ def _parse_header(
         meta = {}
     if not isinstance(meta, dict):
         raise _fail(path, "__metadata__ is not an object")
+    for key, value in meta.items():
+        if not isinstance(value, str):  # the safetensors library refuses anything else
+            raise _fail(
+                path,
+                f"__metadata__[{key!r}] is {type(value).__name__}, not a string: the safetensors "
+                "library (and so every engine) refuses this file",
+            )
 
     tensors: dict[str, TensorInfo] = {}
     spans: list[tuple[int, int, str]] = []

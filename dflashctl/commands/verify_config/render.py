@@ -65,7 +65,7 @@ def render_verify(report: Any) -> None:
             styled(check.status),
             fmt(check.found),
             fmt(check.expected),
-            escape(check.hint or ""),
+            fmt(check.hint or ""),
         )
     out.print(table)
 
