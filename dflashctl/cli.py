@@ -140,9 +140,13 @@ def main() -> None:
     except DflashError as e:
         if os.environ.get("DFLASHCTL_DEBUG"):
             raise
+        from dflashctl.http_body import redact
+
+        # a password in a URL (user:secret@host) never reaches the terminal, whoever raised
+        message, hint = redact(e.message), redact(e.hint) if e.hint else None
         if as_json:
-            _json_error(e.message, e.hint)
-        error(e.message, e.hint)
+            _json_error(message, hint)
+        error(message, hint)
         sys.exit(e.exit_code)
     except OSError as e:
         if os.environ.get("DFLASHCTL_DEBUG") or e.errno not in ENVIRONMENT_ERRNOS:

@@ -8,12 +8,14 @@ Frame: used by server/client.py and metrics/prom.py; raises ServerError; never p
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.parse
 import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from dflashctl.errors import ServerError
+from dflashctl.errors import ServerError, UsageError
 
 if TYPE_CHECKING:
     import httpx
@@ -27,6 +29,31 @@ PIECE = 64 << 10
 # The only content codings `iter_body` decodes; requests say so, so a server has no reason
 # to send another.
 ACCEPT_ENCODING = {"Accept-Encoding": "gzip, deflate"}
+
+
+_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@:]*):([^@\s/]*)@")
+
+
+def redact(text: str) -> str:
+    """`scheme://user:secret@host` -> `scheme://user:***@host`, wherever it appears in text."""
+    return _CREDENTIALS.sub(r"\1\2:***@", text)
+
+
+def check_url(url: str) -> None:
+    """UsageError, in one line and without the password, for a URL no client can use (a
+    malformed IPv6 literal, a port that is not a number or out of range, no host)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+        host = parts.hostname
+    except ValueError as e:
+        raise UsageError(
+            f"{redact(url)} is not a valid URL ({e})",
+            "e.g. http://127.0.0.1:8000, or http://[::1]:8000 for an IPv6 address",
+        ) from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise UsageError(f"{redact(url)} is not an http(s) URL with a host")
+    del port
 
 
 class BodyTooLarge(ServerError):

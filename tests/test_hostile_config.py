@@ -123,3 +123,13 @@ class TestHugeValues:
         assert any(
             isinstance(c["found"], list) and len(c["found"]) == 100_000 for c in ids.values()
         )
+
+
+def test_a_shard_name_over_name_max(tmp_path: Path):
+    d = drafter(tmp_path)
+    index = {"metadata": {}, "weight_map": {"fc.weight": "s" * 300 + ".safetensors"}}
+    (d / "model.safetensors.index.json").write_text(json.dumps(index))
+    before = snapshot(d)
+    res = dflashctl("verify-config", str(d))
+    assert_clean_error(res, 2, contains="longer than any file name")
+    assert snapshot(d) == before

@@ -78,3 +78,20 @@ def test_a_log_that_is_a_fifo(tmp_path: Path):
 def test_a_log_that_is_a_directory(tmp_path: Path):
     res = dflashctl("metrics", str(tmp_path))
     assert_clean_error(res, 2, contains="directory")
+
+
+@pytest.mark.parametrize("follow", [(), ("--follow",)])
+def test_closed_stdin(follow: tuple[str, ...]):
+    import subprocess
+    import sys
+
+    from hostile import REPO
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-m", "dflashctl", "metrics", *follow, "-"],
+        env=env, capture_output=True, text=True, timeout=30, pass_fds=(),
+        preexec_fn=lambda: os.close(0),
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "stdin is closed" in proc.stderr

@@ -233,6 +233,12 @@ def _safe_shard_name(index: Path, name: Any) -> str:
             f"{index}: shard name {name!r} is not a plain file name beside the index",
             "an index may only name files in its own directory",
         )
+    if len(name.encode("utf-8", "surrogatepass")) > 255:  # NAME_MAX on every Linux file system
+        raise InputError(
+            f"{index}: shard name {name[:40]!r}… is {len(name)} characters, longer than any "
+            "file name can be (255 bytes)",
+            "the index is damaged; fetch the drafter again",
+        )
     return name
 
 

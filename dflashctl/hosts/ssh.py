@@ -116,6 +116,38 @@ class HostTarget:
 _SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
 
 
+def check_hostname(host: str, where: str) -> None:
+    """InputError for a DNS name no resolver takes: a label over 63 characters, a name over
+    253 (IPv6 addresses, which hold ':', are left to the connection)."""
+    if ":" in host:
+        return
+    labels = host.rstrip(".").split(".")
+    longest = max((len(label) for label in labels), default=0)
+    if len(host) > 253 or longest > 63:
+        raise InputError(
+            f"{where}: the host name {host[:40]}… is not a valid DNS name "
+            f"({len(host)} characters, a label of {longest}; at most 253 and 63)",
+            "use the host's real name, an IP address, or an ~/.ssh/config alias",
+        )
+
+
+def _ssh_config(path: Path | None) -> paramiko.SSHConfig:
+    if path is None:
+        return paramiko.SSHConfig()
+    from dflashctl.files import read_bounded
+
+    raw = read_bounded(path, 1 << 20, "ssh config")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}:{line}: the ssh config is not UTF-8 text (byte 0x{raw[e.start]:02x})",
+            "fix that line (ssh_config is plain text)",
+        ) from None
+    return paramiko.SSHConfig.from_text(text)
+
+
 def parse_spec(spec: str) -> tuple[str | None, str, int | None]:
     """`[user@]host[:port]` (IPv6 as `[addr]:port`) -> (user, host, port)."""
     m = _SPEC.match(spec.strip())
@@ -134,7 +166,7 @@ def parse_spec(spec: str) -> tuple[str | None, str, int | None]:
 def resolve(spec: str, opts: SSHOptions) -> HostTarget:
     user, host, port = parse_spec(spec)
     cfg_path = opts.config_path()
-    cfg = paramiko.SSHConfig.from_path(str(cfg_path)) if cfg_path else paramiko.SSHConfig()
+    cfg = _ssh_config(Path(cfg_path) if cfg_path else None)
     try:
         d = cfg.lookup(host)
     except Exception as e:  # paramiko raises plain exceptions for bad Match/Include lines
@@ -152,6 +184,8 @@ def resolve(spec: str, opts: SSHOptions) -> HostTarget:
     )
     import getpass
 
+    hostname = str(d.get("hostname", host))
+    check_hostname(hostname, f"--host {spec!r}" if hostname == host else f"HostName of {host}")
     return HostTarget(
         spec=spec,
         alias=host,

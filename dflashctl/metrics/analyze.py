@@ -249,6 +249,11 @@ def analyze_source(
     if is_url(source):
         return analyze_url(source, opts, th, sleep=sleep)
     if source == "-":
+        if sys.stdin is None or sys.stdin.closed:
+            raise InputError(
+                "stdin is closed: nothing to read for '-'",
+                "pipe a log in: ... | dflashctl metrics -",
+            )
         stdin = sys.stdin.buffer
         return analyze_chunks(read_chunks(stdin), source="stdin", opts=opts, th=th)
     if opts.host:

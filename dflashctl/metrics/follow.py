@@ -100,6 +100,11 @@ def tail_file(
 
 
 def stdin_chunks(should_stop: StopFn | None = None) -> Iterator[bytes | str | None]:
+    if sys.stdin is None or sys.stdin.closed:
+        raise InputError(
+            "stdin is closed: nothing to follow for '-'",
+            "pipe a log in: ... | dflashctl metrics --follow -",
+        )
     stream = sys.stdin.buffer
     read1 = getattr(stream, "read1", None)
     while not (should_stop and should_stop()):

@@ -53,9 +53,13 @@ def fetch_text(url: str, timeout: float) -> str:
         ACCEPT_ENCODING,
         MAX_METRICS_PAGE,
         DeadlinePassed,
+        check_url,
         read_body,
+        redact,
     )
 
+    check_url(url)
+    shown = redact(url)  # never print a password from user:secret@
     deadline = time.monotonic() + timeout
     try:
         with httpx.stream(
@@ -64,29 +68,29 @@ def fetch_text(url: str, timeout: float) -> str:
             status, ctype = r.status_code, r.headers.get("content-type", "")
             raw = b""
             if status < 400:
-                raw = read_body(r, cap=MAX_METRICS_PAGE, what=url, deadline=deadline)
+                raw = read_body(r, cap=MAX_METRICS_PAGE, what=shown, deadline=deadline)
     except (httpx.TimeoutException, DeadlinePassed):
         raise ServerError(
-            f"{url} did not answer within {timeout:g} s",
+            f"{shown} did not answer within {timeout:g} s",
             "is the server up and not wedged? A loaded server can be slow: raise --timeout",
         ) from None
     except httpx.HTTPError as e:
         raise ServerError(
-            f"cannot reach {url}: {e}",
+            f"cannot reach {shown}: {e}",
             "check host and port: vLLM serves /metrics on its API port (8000 by default), "
             "SGLang on 30000 with --enable-metrics",
         ) from None
     if status == 404:
         raise ServerError(
-            f"{url} answered HTTP 404",
+            f"{shown} answered HTTP 404",
             "SGLang serves /metrics only with --enable-metrics; vLLM at http://HOST:PORT/metrics",
         )
     if status >= 400:
-        raise ServerError(f"{url} answered HTTP {status}", "check the server's own log")
+        raise ServerError(f"{shown} answered HTTP {status}", "check the server's own log")
     text = raw.decode("utf-8", "replace")
     if "html" in ctype.lower() or text.lstrip()[:1] == "<":
         raise ServerError(
-            f"{url} returned HTML, not Prometheus metrics text",
+            f"{shown} returned HTML, not Prometheus metrics text",
             "point at the engine's /metrics path on its API port, not a dashboard or proxy page",
         )
     return text

@@ -27,9 +27,11 @@ from dflashctl.http_body import (
     MAX_JSON_BODY,
     BodyTooLarge,
     DeadlinePassed,
+    check_url,
     iter_lines,
     read_body,
     read_some,
+    redact,
 )
 
 Clock = Callable[[], float]
@@ -121,6 +123,7 @@ def normalize_url(url: str) -> str:
         if u.endswith(suffix):
             u = u[: -len(suffix)]
             break
+    check_url(u)
     return u
 
 
@@ -131,7 +134,7 @@ def make_client(timeout: float) -> httpx.Client:
 
 def unreachable(url: str, e: Exception) -> ServerError:
     return ServerError(
-        f"cannot reach {url}: {e}",
+        redact(f"cannot reach {url}: {e}"),
         "is the server up? check host and port (vLLM 8000, SGLang 30000), or start one with "
         "dflashctl serve",
     )

@@ -1,0 +1,54 @@
+"""Hostile host names, ssh configs and URLs (issue 19, item 9): one line, exit 2, no password
+on the terminal, nothing contacted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hostile import assert_clean_error, dflashctl
+
+
+@pytest.mark.parametrize("command", [("doctor",), ("verify-config", "drafter")])
+def test_a_host_name_label_over_63_characters(command: tuple[str, ...]):
+    res = dflashctl(*command, "--host", "h" * 70, timeout=30)
+    assert_clean_error(res, 2, contains="not a valid DNS name")
+
+
+def test_a_host_name_over_63_characters_from_ssh_config(tmp_path: Path):
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text(f"Host gpu\n  HostName {'x' * 80}.example\n")
+    res = dflashctl("doctor", "--host", "gpu", HOME=str(tmp_path), timeout=30)
+    assert_clean_error(res, 2, contains="HostName of gpu")
+
+
+def test_non_utf8_ssh_config(tmp_path: Path):
+    (tmp_path / ".ssh").mkdir()
+    cfg = tmp_path / ".ssh" / "config"
+    cfg.write_bytes(b"Host a\n  HostName \xff\xfe\n")
+    res = dflashctl("doctor", "--host", "a", HOME=str(tmp_path), timeout=30)
+    assert_clean_error(res, 2, contains=f"{cfg}:2: the ssh config is not UTF-8")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("smoke", "http://[::1"), ("metrics", "http://[::1/metrics"), ("bench", "http://[::1:80"),
+     ("smoke", "http://127.0.0.1:99999")],
+)  # fmt: skip
+def test_a_malformed_url(args: tuple[str, ...]):
+    res = dflashctl(*args, timeout=30)
+    assert_clean_error(res, 2, contains="not a valid URL")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("smoke", "http://alice:s3cr3t@127.0.0.1:9"),
+     ("metrics", "http://alice:s3cr3t@127.0.0.1:9/metrics"),
+     ("bench", "http://alice:s3cr3t@127.0.0.1:9"),
+     ("smoke", "http://alice:s3cr3t@[::1")],
+)  # fmt: skip
+def test_a_password_in_a_url_is_never_printed(args: tuple[str, ...]):
+    res = dflashctl(*args, timeout=30)
+    line = assert_clean_error(res, 2)
+    assert "s3cr3t" not in res.stdout + res.stderr
+    assert "alice:***@" in line
