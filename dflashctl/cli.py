@@ -107,6 +107,7 @@ ENVIRONMENT_ERRNOS = frozenset(
         errno.ENOTDIR,
         errno.ELOOP,
         errno.ENOSPC,
+        errno.EFBIG,
         errno.EDQUOT,
         errno.EROFS,
         errno.EIO,

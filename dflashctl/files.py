@@ -51,6 +51,8 @@ def _why(e: OSError) -> str:
         return "too many levels of symbolic links"
     if e.errno == errno.ENOSPC:
         return "no space left on the device"
+    if e.errno == errno.EFBIG:
+        return "the file would exceed the size this process may write (a full disk or quota)"
     return e.strerror or str(e)
 
 

@@ -33,10 +33,12 @@ def dflashctl(
     cwd: Path | None = None,
     timeout: float = 60,
     mem_limit: int | None = None,
+    file_limit: int | None = None,
     **env: str,
 ) -> Result:
     """`python -m dflashctl ARGS` in a fresh process, stdin closed, with the test's environment;
-    `mem_limit` bytes of address space at most (as `ulimit -v` does)."""
+    `mem_limit` bytes of address space at most (as `ulimit -v` does), files of `file_limit`
+    bytes at most (`ulimit -f`: the full-disk stand-in)."""
     full = dict(os.environ)
     full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
     full.update(env)
@@ -50,15 +52,20 @@ def dflashctl(
         text=True,
         errors="replace",
         timeout=timeout,
-        preexec_fn=None if mem_limit is None else lambda: _limit_memory(mem_limit),
+        preexec_fn=lambda: _limit(mem_limit, file_limit),
     )
     return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0)
 
 
-def _limit_memory(n: int) -> None:
+def _limit(memory: int | None, file_size: int | None) -> None:
+    """`ulimit -v` and `ulimit -f` for the child (a write past `file_size` fails with EFBIG,
+    as a full disk fails with ENOSPC: Python ignores SIGXFSZ)."""
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (n, n))
+    if memory is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if file_size is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
 
 
 def assert_clean_error(res: Result, code: int = 2, *, contains: str | None = None) -> str:

@@ -7,6 +7,7 @@ regression cannot damage the machine; where mknod is not permitted those cases a
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -149,3 +150,31 @@ class TestDeploymentState:
         with pytest.raises(OutputError, match="directory"):
             deployments.save(dep)
         assert path.is_dir()
+
+
+class TestFullDisk:
+    """`ulimit -f` stands in for a full disk: the write fails mid-way (EFBIG, as ENOSPC would)."""
+
+    def test_plot_on_a_full_disk_leaves_the_old_file(self, tmp_path: Path):
+        pytest.importorskip("matplotlib")
+        png = tmp_path / "chart.png"
+        png.write_bytes(b"old picture")
+        res = dflashctl("metrics", str(LOG), "--plot", str(png), file_limit=4096)
+        assert_clean_error(res, 2, contains="nothing was changed")
+        assert png.read_bytes() == b"old picture"
+        assert [p.name for p in tmp_path.iterdir()] == ["chart.png"]  # no temp file left
+
+    def test_fix_on_a_full_disk_leaves_the_config(self, tmp_path: Path):
+        from drafter_files import drafter_config
+
+        d = tmp_path / "drafter"
+        d.mkdir()
+        cfg = drafter_config()
+        cfg["dflash_config"]["target_layer_ids"] = [0, 2]
+        cfg["target_layer_ids"] = [0, 2]
+        del cfg["dflash_config"]["target_layer_ids"]
+        (d / "config.json").write_text(json.dumps(cfg) + " " * 6000)
+        before = snapshot(d)
+        res = dflashctl("verify-config", str(d), "--fix", file_limit=4096)
+        assert_clean_error(res, 2, contains="nothing was changed")
+        assert snapshot(d) == before, res.stdout + res.stderr

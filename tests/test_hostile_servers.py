@@ -15,6 +15,7 @@ from hostile import (
 )
 
 SSE = "text/event-stream"
+MEM = 1536 << 20  # ulimit -v: a bomb must fail on its cap, not on memory
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +38,13 @@ def gzip_route(body: bytes):
 class TestMetricsPages:
     def test_a_gzip_bomb_stops_at_the_cap(self, bomb: bytes):
         with HostileServer({"/metrics": gzip_route(bomb)}) as s:
-            res = dflashctl("metrics", f"{s.url}/metrics", "--timeout", "20")
+            res = dflashctl("metrics", f"{s.url}/metrics", "--timeout", "20", mem_limit=MEM)
         assert_clean_error(res, 2, contains="larger than")
         assert res.seconds < 15
 
     def test_an_endless_page_stops_at_the_cap(self):
         with HostileServer({"/metrics": endless("text/plain")}) as s:
-            res = dflashctl("metrics", f"{s.url}/metrics", "--timeout", "20")
+            res = dflashctl("metrics", f"{s.url}/metrics", "--timeout", "20", mem_limit=MEM)
         assert_clean_error(res, 2, contains="larger than")
         assert res.seconds < 15
 
@@ -51,7 +52,7 @@ class TestMetricsPages:
 class TestSmoke:
     def test_an_endless_model_list_is_one_line(self):
         with HostileServer({"/v1/models": endless("application/json")}) as s:
-            res = dflashctl("smoke", s.url, "--timeout", "20")
+            res = dflashctl("smoke", s.url, "--timeout", "20", mem_limit=MEM)
         assert_clean_error(res, 2, contains="larger than")
 
     def test_timeout_is_a_wall_clock_bound_per_request(self):
