@@ -18,6 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# HOSTILE_TREE runs the subprocesses on another checkout's dflashctl (to measure a "before");
+# HOSTILE_TALLY appends one JSON line per run (the tally in docs/limits.md).
+TREE = Path(os.environ.get("HOSTILE_TREE") or REPO)
 
 
 @dataclass
@@ -40,21 +43,43 @@ def dflashctl(
     `mem_limit` bytes of address space at most (as `ulimit -v` does), files of `file_limit`
     bytes at most (`ulimit -f`: the full-disk stand-in)."""
     full = dict(os.environ)
-    full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
+    full["PYTHONPATH"] = str(TREE) + os.pathsep + full.get("PYTHONPATH", "")
     full.update(env)
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "dflashctl", *args],
-        cwd=cwd,
-        env=full,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=timeout,
-        preexec_fn=lambda: _limit(mem_limit, file_limit),
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dflashctl", *args],
+            cwd=cwd,
+            env=full,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            preexec_fn=lambda: _limit(mem_limit, file_limit),
+        )
+    except subprocess.TimeoutExpired:
+        _tally(args, None, "", time.monotonic() - t0)
+        raise
+    res = Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0)
+    _tally(args, res.code, res.stdout + res.stderr, res.seconds)
+    return res
+
+
+def _tally(args: tuple[str, ...], code: int | None, out: str, seconds: float) -> None:
+    path = os.environ.get("HOSTILE_TALLY")
+    if not path:
+        return
+    row = {
+        "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
+        "args": [a[:60] for a in args],
+        "code": code,
+        "traceback": "Traceback" in out,
+        "hung": code is None,
+        "seconds": round(seconds, 2),
+    }
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def _limit(memory: int | None, file_size: int | None) -> None:

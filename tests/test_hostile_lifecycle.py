@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fake_engine import make_python
-from hostile import REPO, dflashctl
+from hostile import TREE, dflashctl
 from serve_util import stop_all  # noqa: F401  (fixture)
 from sshd_fixture import free_port
 
@@ -31,7 +31,7 @@ def alive(pid: int) -> bool:
 
 def start_foreground(tmp_path: Path, port: int) -> subprocess.Popen[str]:
     py = make_python(tmp_path / "bin", "ok")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(TREE))
     args = [sys.executable, "-m", "dflashctl", "serve", "--model", "m", "--spec", "none"]
     args += ["--python", str(py), "--port", str(port)]
     return subprocess.Popen(

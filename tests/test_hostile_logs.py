@@ -85,9 +85,9 @@ def test_closed_stdin(follow: tuple[str, ...]):
     import subprocess
     import sys
 
-    from hostile import REPO
+    from hostile import TREE
 
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(TREE))
     proc = subprocess.run(
         [sys.executable, "-m", "dflashctl", "metrics", *follow, "-"],
         env=env, capture_output=True, text=True, timeout=30, pass_fds=(),
