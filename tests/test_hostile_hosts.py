@@ -52,3 +52,37 @@ def test_a_password_in_a_url_is_never_printed(args: tuple[str, ...]):
     line = assert_clean_error(res, 2)
     assert "s3cr3t" not in res.stdout + res.stderr
     assert "alice:***@" in line
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    from sshd_fixture import sshd_server
+
+    yield from sshd_server(tmp_path_factory)
+
+
+@pytest.mark.ssh
+def test_writes_over_ssh_refuse_what_is_not_a_regular_file(sshd, tmp_path: Path, monkeypatch):
+    """The atomic writer's rule holds on a host too (the real sshd fixture): a FIFO, a
+    directory, or a symlink to one is refused; nothing there changes."""
+    import os
+
+    from hostile import snapshot
+
+    from dflashctl.errors import OutputError
+    from dflashctl.hosts.ssh import SSHHost, SSHOptions
+
+    monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "fifo")
+    before = snapshot(tmp_path)
+    with SSHHost.connect("testhost", SSHOptions()) as host:
+        for name in ("fifo", "dir", "link"):
+            with pytest.raises(OutputError, match="not a regular file"):
+                host.write_file(str(tmp_path / name), b"x")
+        host.write_file(str(tmp_path / "ok.json"), b"{}\n")
+    assert (tmp_path / "ok.json").read_bytes() == b"{}\n"
+    after = snapshot(tmp_path)
+    del after["ok.json"]
+    assert after == before

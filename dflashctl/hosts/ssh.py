@@ -37,7 +37,8 @@ from typing import Any, TypeVar
 
 import paramiko
 
-from dflashctl.errors import HostKeyError, InputError, RemoteError
+from dflashctl.errors import HostKeyError, InputError, OutputError, RemoteError
+from dflashctl.files import kind_of
 from dflashctl.hosts.host import MAX_OUTPUT, CommandResult, FileStat, Host, HttpReply
 
 # paramiko logs refused tunnels ("Secsh channel 7 open FAILED") and dropped connections itself;
@@ -598,6 +599,17 @@ class SSHHost(Host):
         tmp = f"{apath}.{os.getpid()}.tmp"
 
         def go() -> None:
+            try:
+                st = self.sftp.stat(apath)  # follows a link, as the rename's target would
+            except FileNotFoundError:
+                st = None
+            except OSError as e:
+                raise self._file_error(path, e) from None
+            if st is not None and st.st_mode is not None and not stat_mod.S_ISREG(st.st_mode):
+                raise OutputError(
+                    f"refusing to write {self.label}:{path}: it is "
+                    f"{kind_of(st.st_mode)}, not a regular file"
+                )
             try:
                 with self.sftp.open(tmp, "wb") as f:
                     f.write(data)
