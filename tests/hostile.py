@@ -49,7 +49,7 @@ def dflashctl(
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "dflashctl", *args],
-            cwd=cwd,
+            cwd=cwd if cwd is not None or TREE == REPO else TREE,  # `-m` looks in cwd first
             env=full,
             stdin=subprocess.DEVNULL,
             capture_output=True,

@@ -35,7 +35,7 @@ def start_foreground(tmp_path: Path, port: int) -> subprocess.Popen[str]:
     args = [sys.executable, "-m", "dflashctl", "serve", "--model", "m", "--spec", "none"]
     args += ["--python", str(py), "--port", str(port)]
     return subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=TREE
     )
 
 

@@ -90,7 +90,7 @@ def test_closed_stdin(follow: tuple[str, ...]):
     env = dict(os.environ, PYTHONPATH=str(TREE))
     proc = subprocess.run(
         [sys.executable, "-m", "dflashctl", "metrics", *follow, "-"],
-        env=env, capture_output=True, text=True, timeout=30, pass_fds=(),
+        env=env, capture_output=True, text=True, timeout=30, cwd=TREE,
         preexec_fn=lambda: os.close(0),
     )  # fmt: skip
     assert "Traceback" not in proc.stderr
