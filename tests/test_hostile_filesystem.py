@@ -178,3 +178,33 @@ class TestFullDisk:
         res = dflashctl("verify-config", str(d), "--fix", file_limit=4096)
         assert_clean_error(res, 2, contains="nothing was changed")
         assert snapshot(d) == before, res.stdout + res.stderr
+
+
+class TestFetchTargets:
+    """A name in --dir that fetch must write, held by a directory or a FIFO (the real hub
+    server of test_fetch.py): refused before anything moves; nothing in --dir changes."""
+
+    @pytest.mark.parametrize("kind", ["dir", "fifo"])
+    def test_a_target_name_that_is_not_a_regular_file(self, kind, tmp_path, monkeypatch, capsys):
+        from test_fetch import Hub, fetch
+
+        hub = Hub(tmp_path)
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("DFLASHCTL_PLAYBOOKS", str(hub.playbooks))
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        monkeypatch.chdir(tmp_path)
+        try:
+            dest = tmp_path / "dest"
+            dest.mkdir()
+            if kind == "dir":
+                (dest / "config.json").mkdir()
+            else:
+                os.mkfifo(dest / "config.json")
+            before = snapshot(dest)
+            code, out, err = fetch(monkeypatch, capsys, "tiny-dflash", "--dir", str(dest))
+            assert "Traceback" not in err
+            assert code == 2 and out == "", err
+            assert "config.json" in err and "not a regular file" in err
+            assert snapshot(dest) == before
+        finally:
+            hub.server.stop()

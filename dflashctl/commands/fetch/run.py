@@ -50,6 +50,7 @@ from dflashctl.drafter.lock import read_lock
 from dflashctl.drafter.registry import HEX40, HEX64, LOCK_NAME, FileSpec
 from dflashctl.errors import (
     FetchError,
+    OutputError,
     RemoteError,
     UsageError,
 )
@@ -257,10 +258,7 @@ def _place(
     """
     old_files: dict[str, str] = dict((old_lock or {}).get("files") or {})
     for f in files:  # nothing moves when one target is a directory, device or FIFO
-        with contextlib.suppress(FileNotFoundError):
-            mode = os.lstat(directory / f.name).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                check_target(directory / f.name)
+        _refuse_non_regular(directory / f.name)
     backups: list[str] = []
     for f in files:
         final = directory / f.name
@@ -472,6 +470,10 @@ def _download_and_place(
 ) -> FetchReport:
     """Download what is not kept into staging, check it, move it into place, write the lock."""
     notes: list[str] = []
+    # Names known before downloading (pins, plain --include names) that a directory, device or
+    # FIFO holds: refused now, before anything is downloaded or staged.
+    for name in {*pins, *(p for p in patterns if not any(c in p for c in "*?["))}:
+        _refuse_non_regular(directory / name)
     created = not directory.exists()
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -549,6 +551,19 @@ def _download_and_place(
         backups=backups,
         notes=notes,
     )
+
+
+def _refuse_non_regular(path: Path) -> None:
+    """OutputError when `path` is there and is neither a regular file nor a symlink (a link
+    is replaced, never followed); nothing else is checked."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        check_target(path)
 
 
 def _drop_empty_staging(directory: Path, created: bool) -> None:
