@@ -97,6 +97,23 @@ class TestSmoke:
         assert res.code == 1, res.stdout + res.stderr
         assert "longer than" in res.stdout
 
+    def test_an_encoding_not_asked_for_is_a_failed_check(self):
+        def brotli(h) -> None:
+            h.send_response(200)
+            h.send_header("Content-Type", SSE)
+            h.send_header("Content-Encoding", "br")
+            h.send_header("Connection", "close")
+            h.end_headers()
+            h.wfile.write(b"\x8b\x00\x80garbage")
+
+        with HostileServer({"/v1/models": models, "/v1/chat/completions": brotli}) as s:
+            res = dflashctl(
+                "smoke", s.url, "--prompt", "hi", "--expect-no-spec", "--json", timeout=60
+            )
+        assert "Traceback" not in res.stderr
+        assert res.code == 1, res.stdout + res.stderr
+        assert "Content-Encoding 'br'" in res.stdout
+
 
 class TestBench:
     def test_one_target_timing_out_is_a_failed_cell_not_a_traceback(self):

@@ -25,7 +25,6 @@ from dflashctl.errors import ServerError
 from dflashctl.http_body import (
     ACCEPT_ENCODING,
     MAX_JSON_BODY,
-    BodyTooLarge,
     DeadlinePassed,
     check_url,
     iter_lines,
@@ -310,7 +309,7 @@ def stream_chat(
         )
         c.hint = "a slow or looping server; raise --timeout or lower --max-tokens"
         return c
-    except BodyTooLarge as e:
+    except ServerError as e:  # over a cap (BodyTooLarge), a coding not asked for, corrupt gzip
         c.error, c.hint = e.message, e.hint
         return c
     except httpx.TimeoutException:

@@ -20,6 +20,7 @@ import httpx
 
 from dflashctl.commands.bench.session import LOAD, Bench, TargetResult, median, percentile
 from dflashctl.fixtures import Prompt
+from dflashctl.http_body import ACCEPT_ENCODING
 from dflashctl.metrics.spec_probe import SpecResult
 from dflashctl.server.client import Completion
 
@@ -114,7 +115,9 @@ def run_level(b: Bench, tr: TargetResult, prompts: list[Prompt], level: int) -> 
 
     probe = b.probe(tr)
     with (
-        httpx.Client(timeout=timeout, limits=limits, trust_env=False) as client,
+        httpx.Client(
+            timeout=timeout, limits=limits, trust_env=False, headers=ACCEPT_ENCODING
+        ) as client,
         ThreadPoolExecutor(max_workers=level) as pool,
     ):
         t0 = time.perf_counter()
