@@ -88,6 +88,18 @@ def check_target(path: Path) -> os.stat_result | None:
     return st
 
 
+def _umask() -> int:
+    """The process umask, read without setting it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def write_atomic(
     path: Path,
     data: bytes | Callable[[IO[bytes]], None],
@@ -100,8 +112,9 @@ def write_atomic(
     beside `path`, fsync, rename over `path`, fsync the directory: the old file or the new one,
     never half of either, and never a device, directory or FIFO replaced.
 
-    `mode` (default: the old file's, else 0o644 less the umask) and `owner` (best effort) are set
-    on the temp file; `before_replace` runs just before the rename and may raise to abort it.
+    `mode` (default: the old file's, else 0o666 less the umask, as open() would) and `owner`
+    (best effort) are set on the temp file; `before_replace` runs just before the rename and
+    may raise to abort it.
     Raises OutputError, with nothing changed, when the target is refused or the write fails.
     """
     path = Path(path)
@@ -120,9 +133,7 @@ def write_atomic(
                 f.write(data)
             f.flush()
             if mode is None:
-                umask = os.umask(0)
-                os.umask(umask)
-                mode = 0o666 & ~umask
+                mode = 0o666 & ~_umask()
             os.fchmod(f.fileno(), mode)
             if owner is not None:
                 with contextlib.suppress(OSError):
