@@ -71,7 +71,11 @@ class TestHugeValues:
         for args in ((), ("--json",)):
             res = dflashctl("verify-config", str(d), *args)
             assert_clean_error(res, 2, contains="vocab_size is an integer of 5000 digits")
-            assert res.stdout == ""  # exit 2 keeps stdout empty, with or without --json
+            if args:  # --json: the error as JSON on stdout too, so `| jq` gets JSON
+                err = json.loads(res.stdout)
+                assert err["ok"] is False and "5000 digits" in err["error"]
+            else:
+                assert res.stdout == ""
 
     def test_a_4000_digit_integer_is_not_ok(self, tmp_path: Path):
         raw = json.dumps(drafter_config()).replace(

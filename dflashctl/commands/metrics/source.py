@@ -28,8 +28,10 @@ def metrics_url(url: str) -> str:
     with another path (a custom /metrics route) is kept as given."""
     from urllib.parse import urlsplit
 
+    from dflashctl.http_body import check_url
     from dflashctl.server.client import normalize_url
 
+    check_url(url)  # a malformed URL (an IPv6 literal left open, a bad port) is one line
     path = urlsplit(url).path.rstrip("/")
     if path in ("", "/v1"):
         return normalize_url(url) + "/metrics"
