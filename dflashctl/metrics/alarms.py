@@ -443,7 +443,7 @@ class _Ctx:
     batch_limit: int | None
 
     def causes(self, w: SpecWindow) -> list[Cause]:
-        sig, at = signature_of(w.per_position, self.th, w.num_drafts)
+        sig, at = signature_of(w.per_position, self.th)  # the shape ranks the causes
         return causes_for(self.family, sig, at, self.th, w.k)
 
     def method_note(self) -> str:
@@ -543,7 +543,7 @@ def _collapse(ws: list[SpecWindow], ctx: _Ctx, cold: bool) -> list[Finding]:
     pos = ""
     if b.per_position:
         pos = f"; position 1 accepts {b.per_position[0] * 100:.1f} %"
-        sig, at = signature_of(b.per_position, th, b.num_drafts)
+        sig, at = signature_of(b.per_position, th)  # collapsed already: the shape names it
         if sig == "cliff":
             pos += f", positions {at}-{len(b.per_position)} ~0 (a cliff: a config signature)"
     causes = ctx.causes(b)
@@ -584,6 +584,7 @@ def _cliff(ws: list[SpecWindow], ctx: _Ctx) -> list[Finding]:
     th = ctx.th
     b = _basis(ws, th)
     pp = b.per_position
+    # an alarm of its own on a window nothing else faults: the zeros must be more than chance
     sig, at = signature_of(pp, th, b.num_drafts)
     if sig != "cliff" or not pp or at is None:
         return []
@@ -735,7 +736,7 @@ def _below_expected(
         # or thinking mode explains (those roughly halve it at worst); a config mismatch first
         causes = [cause_mismatch(th), cause_thinking(th), cause_workload(th), cause_quant(th)]
     if ctx is not None:
-        sig, at = signature_of(b.per_position, th, b.num_drafts)
+        sig, at = signature_of(b.per_position, th)
         if sig in ("cliff", "dead") or (ctx.family and ctx.family != "dflash"):
             causes = causes_for(ctx.family, sig, at, th, b.k)
     if cold:
@@ -774,6 +775,15 @@ def _decay(ws: list[SpecWindow], th: Thresholds, started: bool) -> list[Finding]
         return []
     third = n // 3
     early, late = vals[:third], vals[-third:]
+    # the collapse rule's evidence at both ends: on a few hundred tokens a fall is the text
+    # (code then prose inside one answer), not a decay
+    counts = [w.drafted_tokens for w in series]
+    if (
+        all(c is not None for c in counts)
+        and min(sum(c or 0 for c in counts[:third]), sum(c or 0 for c in counts[-third:]))
+        < th.min_drafted_tokens
+    ):
+        return []
     e, lt = statistics.median(early), statistics.median(late)
     if not (lt <= th.decay_ratio * e and e - lt >= min_drop and max(late) < 0.9 * e):
         return []
