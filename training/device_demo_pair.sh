@@ -9,7 +9,7 @@
 #   stage   also check every CUDA path of the run on a random target of SmolLM2's full shape
 #           (generation with CUDA graphs, the drafter's training step at the real batch); with
 #           GPU_BENCH=1 the engine's GPU tests and perf/bench_engine_gpu.py (z-lab's dflash
-#           wheel carried in .gpu-in/)
+#           wheel carried in $GPU_IN)
 #   train   join the parts, check the wheel's sha256, convert the target; unpack the committed
 #           prompts and answers (from the tree or .gpu-in/data); sample prompts if there are
 #           none; answer more of them for GEN_MINUTES; train until the deadline on a schedule of
@@ -75,8 +75,8 @@ PY
     python3 training/demo_pair.py --work /tmp/val --out /tmp/val-out --target-dir /tmp/rand_target \
         --stages answers,drafter,export --set max_answers=4096 --set draft_steps=60 2>&1 | tee -a "$OUT/stage.log"
     if [ -n "${GPU_BENCH:-}" ]; then
-        ls .gpu-in/dflash-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index \
-            --no-deps --upgrade --target /tmp/site .gpu-in/dflash-*.whl
+        ls "$IN"/dflash-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index \
+            --no-deps --upgrade --target /tmp/site "$IN"/dflash-*.whl
         timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/engine 2>&1 | tee "$OUT/gpu-tests.log" || true
         timeout 170 python3 perf/bench_engine_gpu.py --reps 20 --rounds 3 > "$OUT/bench_gpu.json" \
             2> "$OUT/bench_gpu.log" || true
