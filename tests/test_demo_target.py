@@ -125,9 +125,14 @@ def test_serve_without_a_way_to_set_the_target_up_is_one_line_exit_2(
 ) -> None:
     monkeypatch.setenv(demo_target.CACHE_ENV, str(tmp_path / "empty-cache"))
     monkeypatch.setenv(demo_target.WHEEL_ENV, str(tmp_path / "nope.whl"))
-    code, out, err = run_main(monkeypatch, capsys, "serve", "--dry-run")
+    monkeypatch.setenv("DFLASHCTL_HOME", str(tmp_path / "home"))
+    code, out, err = run_main(monkeypatch, capsys, "serve", "--detach")
     assert code == 2 and out == ""
     assert "DFLASHCTL_DEMO_WHEEL" in err and "no such file" in err and "Traceback" not in err
+    # a dry run sets nothing up (issue 18): it says so and renders the command
+    code, out, err = run_main(monkeypatch, capsys, "serve", "--dry-run")
+    assert code == 0 and "the demo target is not set up here yet" in out + err
+    assert not (tmp_path / "empty-cache").exists()
 
 
 def test_pins_of_a_directory_name_every_file(tmp_path: Path) -> None:
