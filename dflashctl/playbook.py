@@ -137,40 +137,18 @@ class _Doc:
     def __init__(self, path: Path, text: str, environ: Mapping[str, str]) -> None:
         import yaml
 
-        from dflashctl.yaml_bounds import check_bounds
+        from dflashctl.yaml_bounds import load_with_lines, yaml_problem
 
         self.path = path
         self.environ = environ
         self.secret_env: dict[tuple[str, ...], set[str]] = {}  # mapping key path -> env keys
-        self.lines: dict[tuple[str, ...], int] = {}
-        loader = yaml.SafeLoader(text)
         try:
-            check_bounds(text)
-            node = loader.get_single_node()
-            if node is None:
-                raise PlaybookError(f"{path}: empty playbook", "a playbook is a YAML mapping")
-            self._index(node, ())
-            self.data = loader.construct_document(node)
+            loaded = load_with_lines(text)
         except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f":{mark.line + 1}" if mark is not None else ""
-            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise PlaybookError(f"{path}{where}: not valid YAML: {problem}") from None
-        finally:
-            loader.dispose()
-
-    def _index(self, node: Any, prefix: tuple[str, ...]) -> None:
-        import yaml
-
-        self.lines.setdefault(prefix, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                key = (*prefix, str(key_node.value))
-                self.lines.setdefault(key, key_node.start_mark.line + 1)
-                self._index(value_node, key)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                self._index(item, (*prefix, str(i)))
+            raise PlaybookError(f"{path}{yaml_problem(e)}") from None
+        if loaded is None:
+            raise PlaybookError(f"{path}: empty playbook", "a playbook is a YAML mapping")
+        self.data, self.lines = loaded
 
     def line(self, key: tuple[str, ...]) -> int | None:
         for n in range(len(key), -1, -1):

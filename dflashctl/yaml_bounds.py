@@ -73,3 +73,40 @@ def check_bounds(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_
                     ev.start_mark,
                 )
             add(sizes.get(ev.anchor or "", 1), ev.start_mark)
+
+
+def load_with_lines(text: str) -> tuple[Any, dict[tuple[str, ...], int]] | None:
+    """The document in `text` (bounds checked first) and the line of every key path (each
+    mapping key, each list item by its index); None for an empty document. Raises
+    yaml.YAMLError (YamlLimit included): `yaml_problem` makes it one line."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        check_bounds(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        lines: dict[tuple[str, ...], int] = {}
+        _index(node, (), lines)
+        return loader.construct_document(node), lines
+    finally:
+        loader.dispose()
+
+
+def _index(node: Any, prefix: tuple[str, ...], lines: dict[tuple[str, ...], int]) -> None:
+    lines.setdefault(prefix, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = (*prefix, str(key_node.value))
+            lines.setdefault(key, key_node.start_mark.line + 1)
+            _index(value_node, key, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index(item, (*prefix, str(i)), lines)
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """ ":LINE: not valid YAML: PROBLEM", to follow a file name."""
+    mark = getattr(e, "problem_mark", None)
+    where = f":{mark.line + 1}" if mark is not None else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return f"{where}: not valid YAML: {problem}"

@@ -215,40 +215,16 @@ class _Doc:
     def __init__(self, path: Path, text: str) -> None:
         import yaml
 
-        from dflashctl.yaml_bounds import check_bounds
+        from dflashctl.yaml_bounds import load_with_lines, yaml_problem
 
         self.path = path
-        self.lines: dict[tuple[str, ...], int] = {}
-        loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        loader = loader_cls(text)
         try:
-            check_bounds(text)
-            node = loader.get_single_node()
-            if node is None:
-                raise RegistryError(f"{path}: empty file", "a drafter entry is a YAML mapping")
-            self._index(node, ())
-            self.data = loader.construct_document(node)
+            loaded = load_with_lines(text)
         except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f":{mark.line + 1}" if mark is not None else ""
-            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise RegistryError(f"{path}{where}: not valid YAML: {problem}") from None
-        finally:
-            loader.dispose()
-
-    def _index(self, node: Any, prefix: tuple[str, ...]) -> None:
-        import yaml
-
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                key = (*prefix, str(key_node.value))
-                self.lines.setdefault(key, key_node.start_mark.line + 1)
-                self._index(value_node, key)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                key = (*prefix, str(i))
-                self.lines.setdefault(key, item.start_mark.line + 1)
-                self._index(item, key)
+            raise RegistryError(f"{path}{yaml_problem(e)}") from None
+        if loaded is None:
+            raise RegistryError(f"{path}: empty file", "a drafter entry is a YAML mapping")
+        self.data, self.lines = loaded
 
     def error(self, key: tuple[str, ...], message: str, hint: str | None = None) -> RegistryError:
         line = None
