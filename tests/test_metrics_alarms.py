@@ -75,9 +75,15 @@ class TestCollapse:
         assert alarms(judge([win(1.304, rate=0.4)])) == ["collapse"]
 
     @pytest.mark.parametrize("rate, collapsed", [(0.049, True), (0.050, False), (0.0504, False)])
-    def test_draft_acceptance_boundary(self, rate, collapsed):
-        f = judge([win(2.0, rate=rate, k=15)])
+    def test_draft_acceptance_boundary_without_tau(self, rate, collapsed):
+        # a format that prints no τ (vLLM ≈0.8.3): the rate is the only evidence
+        f = judge([win(None, rate=rate, k=15)])
         assert alarms(f) == (["collapse"] if collapsed else [])
+
+    def test_rate_does_not_judge_when_tau_is_printed(self):
+        # τ 1.57 at K = 15 is 3.8 % draft acceptance: the demo pair's healthy floor, not a
+        # collapse (the rate is (τ − 1) / K, so a 5 % line means τ 1.75 at K = 15)
+        assert alarms(judge([win(1.57, rate=0.038, k=15)])) == []
 
     @pytest.mark.parametrize("drafted, severity", [(199, "warning"), (200, "alarm")])
     def test_enough_drafted_tokens(self, drafted, severity):
@@ -129,10 +135,26 @@ class TestBelowExpected:
 
     def test_registry_range(self):
         th = Thresholds(expected_min=3.16, expected_max=7.87, drafter="qwen3-8b-dflash-b16")
-        f = judge([win(3.15, i=0), win(3.15, i=1)], th)
+        f = judge([win(3.05, i=0), win(3.05, i=1)], th)
         assert alarms(f) == ["below_expected"]
         assert "3.16-7.87 for qwen3-8b-dflash-b16" in f[0].message
         assert alarms(judge([win(3.16)], th)) == []
+
+    def test_registry_floor_allows_for_the_noise_of_few_drafts(self):
+        """The registry's floor is the 10th percentile over prompts: a pooled window of a few
+        drafts under it by less than two standard errors is a warning; far under it, an alarm.
+        A floor the user sets (--min-acceptance-length) stays a hard line."""
+        th = Thresholds(expected_min=1.57, expected_max=4.24, drafter="demo")
+        pp = [0.4, 0.1, 0.02] + [0.0] * 12  # two windows of 14 drafts, pooled: ± 0.28
+        few = judge([win(1.52, drafted=210, k=15, pp=pp, i=i) for i in range(2)], th)
+        assert alarms(few) == [] and "below_expected" in warnings(few)
+        assert "within the noise of its 28 drafts" in few[0].message
+        many = judge([win(1.45, drafted=15000, k=15, pp=pp, i=i) for i in range(2)], th)
+        assert alarms(many) == ["below_expected"]
+        hard = Thresholds(min_acceptance_length=1.57)
+        assert alarms(
+            judge([win(1.52, drafted=210, k=15, pp=pp, i=i) for i in range(2)], hard)
+        ) == ["below_expected"]
 
     def test_a_shortfall_of_more_than_half_names_a_mismatch_first(self):
         th = Thresholds(expected_min=5.2, expected_max=7.6, drafter="demo")

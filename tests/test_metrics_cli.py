@@ -131,7 +131,7 @@ class TestHuman:
         assert "Acceptance over time" in out and any(c in out for c in "▁▂▃")
         assert "Recent windows" in out
         assert "ALARM" in out and "decay" in out and "check:" in out
-        assert "verdict: alarm collapse, decay (exit 1)" in out
+        assert "verdict: alarm below_expected, decay (exit 1)" in out
 
     def test_healthy_verdict(self, runner):
         result = runner.invoke(app, ["metrics", str(DATA / "vllm_034_healthy.log")])
@@ -178,27 +178,37 @@ def test_reading_a_log_imports_no_http_or_plot_libraries():
 
 
 def test_plot_draws_the_criterion_that_fired(tmp_path: Path):
-    """τ 1.57 with K = 15 is 3.8 % draft acceptance: the collapse fires on the rate, so the
-    chart draws the rate with its 5 % line (not only a τ 1.30 line under a τ 1.57 curve), the
-    title says why, and the windows are whole numbers."""
+    """A format that prints no τ (vLLM ≈0.8.3) collapses on the draft acceptance rate: the chart
+    draws the rate with its 5 % line, the title says why, and the windows are whole numbers.
+    Where τ is printed the rate is drawn without a collapse line: τ 1.57 at K = 15 is 3.8 %, and
+    it is τ that is judged."""
     from dflashctl.commands.metrics.plot import plot_spec
     from dflashctl.metrics import MetricsOptions, analyze_source
 
-    per_pos = ", ".join(["0.400", "0.100", "0.040", "0.020"] + ["0.000"] * 11)
     line = (
+        "INFO 04-02 10:05:{s:02d} [metrics.py:82] SpecDecoding metrics: Draft acceptance rate: "
+        "3.8%, Accepted: 570 tokens, Drafted: 15000 tokens\n"
+    )
+    log = tmp_path / "v083.log"
+    log.write_text("".join(line.format(s=10 * i) for i in range(3)))
+    report = analyze_source(str(log), MetricsOptions())
+    assert [f.kind for f in report.alarms] == ["collapse"]
+    spec = plot_spec(report)
+    assert {s["axis"] for s in spec["series"]} == {"rate"}
+    rate_line = next(x for x in spec["lines"] if x["axis"] == "rate")
+    assert rate_line["y"] == 5.0 and "draft acceptance < 5 %" in rate_line["label"]
+    assert spec["title"] == "ALARM: collapse" and "draft acceptance" in spec["why"]
+
+    per_pos = ", ".join(["0.400", "0.100", "0.040", "0.020"] + ["0.000"] * 11)
+    with_tau = (
         "(APIServer pid=1) INFO 11-20 10:05:{s:02d} [metrics.py:120] SpecDecoding metrics: "
         "Mean acceptance length: 1.57, Accepted throughput: 5.70 tokens/s, Drafted throughput: "
         "150.00 tokens/s, Accepted: 570 tokens, Drafted: 15000 tokens, Per-position acceptance "
         f"rate: {per_pos}, Avg Draft acceptance rate: 3.8%\n"
     )
-    log = tmp_path / "k15.log"
-    log.write_text("".join(line.format(s=10 * i) for i in range(3)))
-    report = analyze_source(str(log), MetricsOptions())
-    assert [f.kind for f in report.alarms] == ["collapse"]
-    spec = plot_spec(report)
-    axes = {s["axis"] for s in spec["series"]}
-    assert axes == {"tau", "rate"}
-    rate_line = next(x for x in spec["lines"] if x["axis"] == "rate")
-    assert rate_line["y"] == 5.0 and "draft acceptance < 5 %" in rate_line["label"]
-    assert spec["title"] == "ALARM: collapse" and "draft acceptance" in spec["why"]
+    log2 = tmp_path / "k15.log"
+    log2.write_text("".join(with_tau.format(s=10 * i) for i in range(3)))
+    spec2 = plot_spec(analyze_source(str(log2), MetricsOptions()))
+    assert {s["axis"] for s in spec2["series"]} == {"tau", "rate"}
+    assert [x["axis"] for x in spec2["lines"]] == ["tau"] and spec2["title"] == "OK"
     assert spec["xticks"] == [1, 2, 3] and all(isinstance(t, int) for t in spec["xticks"])

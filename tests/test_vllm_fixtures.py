@@ -14,6 +14,7 @@ import json
 import threading
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -134,3 +135,28 @@ def test_smoke_reads_real_vllm_answers_and_counters(name, monkeypatch, capsys):
         assert code == 0, data
     else:
         assert code == 1 and any(c["status"] == "fail" for c in data["checks"])
+
+
+def test_a_healthy_k15_run_ends_without_an_alarm_however_the_windows_fall():
+    """Eight held-out prompts, one at a time, through real vLLM with the shipped pair at K = 15
+    (recorded from the vLLM tier: `eight_prompts_k15.log`). Its last windows were once judged a
+    collapse on draft acceptance alone (3.9 % < 5 %, which at K = 15 is τ 1.58, the pair's own
+    healthy floor). However the engine's 1-s windows fall (merged in twos to fives, every
+    offset), the end of the run raises no alarm, and no point of it alarms on the rate."""
+    from dflashctl.metrics.analyze import judge, thresholds_for
+
+    opts = MetricsOptions(drafter="demo")
+    src = str(DATA / "eight_prompts_k15.log")
+    rep = analyze_source(src, opts)
+    base = rep.state.windows
+    assert len(base) > 30 and rep.ok, rep.findings
+    for size in range(1, 6):
+        for off in range(size):
+            cuts = [0, *range(off or size, len(base), size), len(base)]
+            ws = [aggregate(base[a:b]) for a, b in pairwise(cuts) if b > a]
+            for end in range(1, len(ws) + 1):
+                rep.state.windows = ws[:end]
+                r = judge(rep.state, thresholds_for(src, opts), opts)
+                assert not any("draft acceptance" in f.message for f in r.alarms), (size, off, end)
+                if end == len(ws):
+                    assert r.ok, (size, off, [f.message for f in r.alarms])

@@ -36,7 +36,9 @@ from dflashctl.metrics.window import (
 class Thresholds:
     collapse_length: float = 1.30  # mean acceptance length at or below: collapse
     collapse_rate: float = 0.05  # draft acceptance below: collapse
-    min_drafted_tokens: int = 200  # evidence needed before calling a collapse
+    min_drafted_tokens: int = 200  # evidence needed before calling a collapse …
+    min_drafts: int = 30  # … and this many drafts where counted: τ's evidence is in drafts
+    # (200 drafted tokens are 67 drafts at K = 3 but 13 at K = 15, one short answer's worth)
     min_acceptance_length: float | None = None
     expected_min: float | None = None
     expected_max: float | None = None
@@ -299,24 +301,31 @@ def method_causes(family: str, signature: str, th: Thresholds, k: int | None) ->
 
 
 def signature_of(
-    pp: list[float] | None, th: Thresholds, drafts: int | None = None
+    pp: list[float] | None, th: Thresholds, drafts: int | None = None, *, counted: bool = True
 ) -> tuple[str, int | None]:
     """The shape of a per-position profile: ("dead", None) position 1 under 10 %;
     ("cliff", j) positions j.. fall to ~0 right after a position that still accepted
     (≥ 5 %, and the drop is to under a tenth of it) in at least `cliff_min_count` of the
-    `drafts` (when known): a config signature; ("gradual", None) anything else that decays;
-    ("unknown", None) without a profile."""
+    `drafts` (when known and `counted`): a config signature; ("gradual", None) anything else
+    that decays; ("unknown", None) without a profile. With `drafts` known, a position that one
+    draft accepted (1 of 30 reads 3.3 %) is ~0 too: one draft is no evidence of a rate."""
     if not pp:
         return "unknown", None
     if pp[0] < 0.1:
         return "dead", None
+
+    def zero(x: float) -> bool:
+        return x <= th.weak_position_rate or (drafts is not None and x * drafts < 1.5)
+
     for j in range(1, len(pp)):
         if (
-            pp[j] <= th.weak_position_rate
+            zero(pp[j])
             and pp[j - 1] >= th.cliff_from
-            and pp[j] <= th.cliff_drop * pp[j - 1]
-            and all(x <= th.weak_position_rate for x in pp[j:])
-            and (drafts is None or pp[j - 1] * drafts >= th.cliff_min_count)
+            and (
+                pp[j] <= th.cliff_drop * pp[j - 1] or (drafts is not None and pp[j] * drafts < 1.5)
+            )
+            and all(zero(x) for x in pp[j:])
+            and (drafts is None or not counted or pp[j - 1] * drafts >= th.cliff_min_count)
         ):
             return "cliff", j + 1
     return "gradual", None
@@ -442,8 +451,18 @@ class _Ctx:
     family: str
     batch_limit: int | None
 
+    def shape(self, w: SpecWindow) -> tuple[str, int | None]:
+        """The shape that ranks the causes, whatever the count (the rule that fired weighed it).
+        A cliff after a position 1 already far below a healthy one (the stale mask's 4 of 30,
+        then 2, then 0) is ranked as a cliff at position 2: the fall starts at position 1."""
+        sig, at = signature_of(w.per_position, self.th, w.num_drafts, counted=False)
+        pp = w.per_position
+        if sig == "cliff" and pp and pp[0] < self.th.healthy_first_position:
+            at = 2
+        return sig, at
+
     def causes(self, w: SpecWindow) -> list[Cause]:
-        sig, at = signature_of(w.per_position, self.th)  # the shape ranks the causes
+        sig, at = self.shape(w)
         return causes_for(self.family, sig, at, self.th, w.k)
 
     def method_note(self) -> str:
@@ -452,21 +471,24 @@ class _Ctx:
 
 
 def _enough(w: SpecWindow, th: Thresholds) -> bool:
-    """The collapse rule's minimum evidence: drafted tokens, when the format counts them."""
-    return w.drafted_tokens is None or w.drafted_tokens >= th.min_drafted_tokens
+    """The collapse rule's minimum evidence: drafted tokens, when the format counts them, and
+    drafts, when it counts those."""
+    return (w.drafted_tokens is None or w.drafted_tokens >= th.min_drafted_tokens) and (
+        w.num_drafts is None or w.num_drafts >= th.min_drafts
+    )
 
 
 def _basis(ws: list[SpecWindow], th: Thresholds) -> SpecWindow:
-    """The latest window, pooled with earlier ones while it has too few drafted tokens."""
+    """The latest window, pooled with earlier ones while it has too little evidence."""
     last = ws[-1]
-    if last.drafted_tokens is None or last.drafted_tokens >= th.min_drafted_tokens:
+    if last.drafted_tokens is None or _enough(last, th):
         return last
     pool = [last]
     for w in reversed(ws[:-1]):
         if w.drafted_tokens is None:
             break
         pool.insert(0, w)
-        if sum(x.drafted_tokens or 0 for x in pool) >= th.min_drafted_tokens:
+        if _enough(aggregate(pool), th):
             break
     return aggregate(pool) if len(pool) > 1 else last
 
@@ -484,9 +506,12 @@ def _when(w: SpecWindow) -> str:
 
 
 def _collapsed(w: SpecWindow, th: Thresholds) -> tuple[bool, bool]:
+    """(by τ, by draft acceptance rate). The rate judges only a format that prints no τ: it is
+    (τ − 1) / K, so at K = 15 a 5 % rate is τ 1.75, a drafter that still pays (the demo pair's
+    healthy floor is 1.57); with τ printed the rate adds nothing but false alarms at large K."""
     mean, rate = w.mean_acceptance_length, w.draft_acceptance_rate
     by_len = mean is not None and round(mean, 2) <= th.collapse_length
-    by_rate = rate is not None and round(rate * 100, 1) < th.collapse_rate * 100
+    by_rate = mean is None and rate is not None and round(rate * 100, 1) < th.collapse_rate * 100
     return by_len, by_rate
 
 
@@ -549,14 +574,15 @@ def _collapse(ws: list[SpecWindow], ctx: _Ctx, cold: bool) -> list[Finding]:
     causes = ctx.causes(b)
     if th.drafter or not ctx.family or ctx.family == "dflash":
         causes.append(cause_revision(th))
-    if b.drafted_tokens is not None and b.drafted_tokens < th.min_drafted_tokens:
+    if b.drafted_tokens is not None and not _enough(b, th):
+        drafts = f" in {b.num_drafts} drafts" if b.num_drafts is not None else ""
         return [
             *lead,
             Finding(
                 "collapse",
                 "warning",
                 f"acceptance looks collapsed ({', '.join(why)}) but only {b.drafted_tokens} "
-                f"tokens were drafted{_when(b)}: too few to call it; send more traffic",
+                f"tokens were drafted{drafts}{_when(b)}: too few to call it; send more traffic",
                 causes,
             ),
         ]
@@ -736,9 +762,29 @@ def _below_expected(
         # or thinking mode explains (those roughly halve it at worst); a config mismatch first
         causes = [cause_mismatch(th), cause_thinking(th), cause_workload(th), cause_quant(th)]
     if ctx is not None:
-        sig, at = signature_of(b.per_position, th)
+        sig, at = ctx.shape(b)
         if sig in ("cliff", "dead") or (ctx.family and ctx.family != "dflash"):
             causes = causes_for(ctx.family, sig, at, th, b.k)
+    se = b.tau_stderr
+    if (
+        th.drafter
+        and label.startswith("the expected")
+        and se is not None
+        and round(mean + 2 * se, 2) >= x
+    ):
+        # the registry's floor is a spread over prompts, and a few drafts of one request swing τ
+        # widely (the demo pair's 14-draft pools read 1.5 to 6 on healthy traffic): a shortfall
+        # inside two standard errors is not evidence. A floor the user set is a hard line.
+        return [
+            Finding(
+                "below_expected",
+                "warning",
+                f"mean acceptance length {mean:.2f}{_when(b)} is below {label} ({x:.2f}), but "
+                f"within the noise of its {b.num_drafts} drafts (± {2 * se:.2f}): judge more "
+                "windows or more traffic",
+                causes,
+            )
+        ]
     if cold:
         return [
             Finding(
@@ -777,11 +823,8 @@ def _decay(ws: list[SpecWindow], th: Thresholds, started: bool) -> list[Finding]
     early, late = vals[:third], vals[-third:]
     # the collapse rule's evidence at both ends: on a few hundred tokens a fall is the text
     # (code then prose inside one answer), not a decay
-    counts = [w.drafted_tokens for w in series]
-    if (
-        all(c is not None for c in counts)
-        and min(sum(c or 0 for c in counts[:third]), sum(c or 0 for c in counts[-third:]))
-        < th.min_drafted_tokens
+    if all(w.drafted_tokens is not None for w in series) and not (
+        _enough(aggregate(series[:third]), th) and _enough(aggregate(series[-third:]), th)
     ):
         return []
     e, lt = statistics.median(early), statistics.median(late)

@@ -47,6 +47,19 @@ class SpecWindow:
         """Number of speculative positions, when the source reports them."""
         return len(self.per_position) if self.per_position else None
 
+    @property
+    def tau_stderr(self) -> float | None:
+        """Standard error of τ over this window's drafts, from its own profile: a draft accepts
+        at least i tokens with probability per_position[i-1], which fixes the spread of
+        accepted tokens per draft. Drafts of one request are not independent, so the real noise
+        is larger; None without a profile and a draft count."""
+        pp, n = self.per_position, self.num_drafts
+        if not pp or not n:
+            return None
+        mean = sum(pp)
+        second = sum((2 * i + 1) * p for i, p in enumerate(pp))  # E[A²] = Σ (2i−1) P(A ≥ i)
+        return (max(second - mean * mean, 0.0) / n) ** 0.5
+
     def to_json(self) -> dict[str, Any]:
         pp = self.per_position
         return {

@@ -53,13 +53,14 @@ def plot_spec(report: MetricsReport, th: Thresholds | None = None) -> dict[str, 
                 "values": [_nan(r * 100 if r is not None else None) for r in rates],
             }
         )
-        lines.append(
-            {
-                "axis": "rate",
-                "y": th.collapse_rate * 100,
-                "label": f"collapse: draft acceptance < {th.collapse_rate * 100:.0f} %",
-            }
-        )
+        if all(m is None for m in means):  # the rate judges only where no τ is printed
+            lines.append(
+                {
+                    "axis": "rate",
+                    "y": th.collapse_rate * 100,
+                    "label": f"collapse: draft acceptance < {th.collapse_rate * 100:.0f} %",
+                }
+            )
     alarms = report.alarms
     if report.ok:
         title, why = "OK", ""
