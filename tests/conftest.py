@@ -21,6 +21,9 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.delenv("DFLASHCTL_DEBUG", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
+    from dflashctl.hosts import COMMAND_SSH
+
+    COMMAND_SSH.clear()  # an earlier in-process command's --ssh-config is not this test's
     yield
 
 
