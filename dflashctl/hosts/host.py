@@ -1,11 +1,15 @@
 """The machine a command acts on: this one (`LocalHost`) or one over SSH (`SSHHost`).
 
 Both speak the same small vocabulary: run a POSIX `sh` script with a timeout, read a byte range
-of a file, write a file atomically, make directories, GET an HTTP path on one of the host's
-ports. On top of that, shared here as `sh` scripts so local and remote behave the same:
-starting a detached process in its own session (pid and log file), reading a process's identity
-from /proc (start time, state, command line) so a recycled pid is never mistaken for ours,
-signalling a process group, finding who listens on a port, rotating a log.
+of a file, write a file atomically, make directories, upload a local file, GET an HTTP path on
+one of the host's ports. Every command's outcome is one `CommandResult`.
+
+Built on that, the same for both: run one command (`run`: every argument quoted; an environment
+exported and secrets read from stdin, never put on a command line), find a program on PATH,
+test a path, read a small text file (this machine does these itself, without a shell); and, as
+`sh` scripts: starting a detached process in its own session (pid and log file), reading a
+process's identity from /proc (start time, state, command line) so a recycled pid is never
+mistaken for ours, signalling a process group, finding who listens on a port, rotating a log.
 
 No printing, no exiting: failures are `DflashError`s (`RemoteError` for SSH ones).
 `dflashctl.hosts.open_host(None)` is this machine; anything else is resolved by
@@ -18,6 +22,7 @@ import contextlib
 import http.client
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import time
@@ -26,20 +31,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dflashctl.errors import DflashError, InputError, RemoteError
-from dflashctl.files import open_regular, write_atomic
+from dflashctl.files import open_regular, read_bounded, write_atomic
 
 MAX_OUTPUT = 1 << 20  # bytes of stdout/stderr kept from one command
+MAX_TEXT = 16 << 20  # bytes of a text file `read_text` reads whole
 
 
 @dataclass
 class CommandResult:
-    rc: int
+    """One command's outcome. `rc` None: it could not start (`error` says why)."""
+
+    rc: int | None
     stdout: str
     stderr: str
+    error: str | None = None
 
-    def tail(self, n: int = 3) -> str:
-        text = (self.stderr or self.stdout).strip().splitlines()
-        return " | ".join(text[-n:])
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def tail(self, n: int = 3, *, strip: bool = False) -> str:
+        """The last `n` lines of what it said (why it could not start, else stderr, else
+        stdout), joined by ` | `; `strip`: each line stripped too."""
+        text = (self.error or self.stderr or self.stdout).strip().splitlines()
+        return " | ".join(line.strip() if strip else line for line in text[-n:])
 
 
 @dataclass(frozen=True)
@@ -118,7 +133,7 @@ def _parse_proc(pid: int, text: str) -> ProcInfo | None:
 
 
 class Host:
-    """What serve/stop/status/metrics/verify-config need from a machine."""
+    """What serve/stop/status/metrics/verify-config/doctor/fetch need from a machine."""
 
     label: str = "local"
     is_local: bool = True
@@ -155,6 +170,10 @@ class Host:
         raise NotImplementedError
 
     def makedirs(self, path: str) -> None:
+        raise NotImplementedError
+
+    def upload(self, local: str | Path, path: str) -> None:
+        """Copy the local file `local` to `path` on the host (its directory is created)."""
         raise NotImplementedError
 
     def http_get(self, host: str, port: int, path: str, timeout: float = 5.0) -> HttpReply | None:
@@ -211,6 +230,52 @@ class Host:
 
     def where(self, path: str) -> str:
         return path if self.is_local else f"{self.label}:{path}"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+        secret_env: Mapping[str, str] | None = None,
+        retry: bool = True,
+    ) -> CommandResult:
+        """Run one command, every argument one shell word. With `env` or `secret_env` the shell
+        exports `env`, reads `secret_env` from stdin (never a command line) and execs the
+        command. `rc` None: the command was not found (`error` says so). `retry`: run it once
+        more on a fresh connection if the one it used dropped."""
+        script = quote_argv(argv)
+        stdin = None
+        if env is not None or secret_env is not None:
+            secrets = dict(secret_env or {})
+            script = secret_reads(list(secrets)) + env_assignments(env or {}) + f"exec {script}\n"
+            stdin = "".join(f"{v}\n" for v in secrets.values()).encode() or None
+        res = self.sh(script, timeout=timeout, stdin=stdin, retry=retry)
+        if res.rc == 127:  # sh: command not found
+            return CommandResult(None, res.stdout, res.stderr, f"{argv[0]}: not found")
+        return res
+
+    def which(self, name: str) -> str | None:
+        """The absolute path of program `name` on the host's PATH, None when there is none."""
+        res = self.run(["sh", "-c", 'command -v "$1"', "sh", name], timeout=15)
+        path = res.stdout.strip()
+        return path if res.ok and path.startswith("/") else None
+
+    def exists(self, path: str) -> bool:
+        return self.run(["test", "-e", path], timeout=15).rc == 0
+
+    def is_executable(self, path: str) -> bool:
+        return self.run(["test", "-x", path], timeout=15).rc == 0
+
+    def read_text(self, path: str, *, max_bytes: int = MAX_TEXT) -> str:
+        """A text file whole (InputError when it cannot be read or holds more than
+        `max_bytes`)."""
+        res = self.run(["head", "-c", str(max_bytes + 1), "--", path], timeout=60)
+        if not res.ok:
+            raise InputError(f"{self.label}:{path}: {res.tail(2, strip=True) or 'cannot read'}")
+        if len(res.stdout.encode()) > max_bytes:
+            raise InputError(f"{self.label}:{path} is larger than {max_bytes} bytes")
+        return res.stdout
 
     def start_detached(
         self,
@@ -367,12 +432,15 @@ class OfflineHost(Host):
     def makedirs(self, path: str) -> None:
         raise self._no()
 
+    def upload(self, local: str | Path, path: str) -> None:
+        raise self._no()
+
     def http_get(self, host: str, port: int, path: str, timeout: float = 5.0) -> HttpReply | None:
         raise self._no()
 
 
 class LocalHost(Host):
-    """This machine."""
+    """This machine. Commands inherit this process's environment (PATH finds `nvidia-smi`)."""
 
     label = "local"
     is_local = True
@@ -404,6 +472,57 @@ class LocalHost(Host):
             proc.stdout[-MAX_OUTPUT:].decode("utf-8", "replace"),
             proc.stderr[-MAX_OUTPUT:].decode("utf-8", "replace"),
         )
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+        secret_env: Mapping[str, str] | None = None,
+        retry: bool = True,
+    ) -> CommandResult:
+        """The command itself, without a shell, its stdin /dev/null; one that cannot start or
+        runs past `timeout` has `rc` None. With an environment, through `sh` as on any host."""
+        if env is not None or secret_env is not None:
+            return super().run(argv, timeout=timeout, env=env, secret_env=secret_env)
+        try:
+            p = subprocess.run(
+                list(argv),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except FileNotFoundError:
+            return CommandResult(None, "", "", f"{argv[0]}: not found")
+        except PermissionError:
+            return CommandResult(None, "", "", f"{argv[0]}: not executable")
+        except subprocess.TimeoutExpired:
+            return CommandResult(None, "", "", f"{argv[0]}: timed out after {timeout:g} s")
+        except OSError as e:
+            return CommandResult(None, "", "", f"{argv[0]}: {e.strerror or e}")
+        return CommandResult(p.returncode, p.stdout, p.stderr)
+
+    def which(self, name: str) -> str | None:
+        return shutil.which(name)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(os.path.expanduser(path))
+
+    def is_executable(self, path: str) -> bool:
+        p = os.path.expanduser(path)
+        return os.path.isfile(p) and os.access(p, os.X_OK)
+
+    def read_text(self, path: str, *, max_bytes: int = MAX_TEXT) -> str:
+        p = Path(path).expanduser()
+        try:
+            return read_bounded(p, max_bytes).decode("utf-8", "replace")
+        except FileNotFoundError:
+            raise InputError(f"{p}: no such file") from None
+        except OSError as e:
+            raise InputError(f"cannot read {p}: {e.strerror or e}") from None
 
     def home(self) -> str:
         return str(Path.home())
@@ -444,6 +563,14 @@ class LocalHost(Host):
             Path(self.abspath(path)).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"cannot create {path}: {e.strerror}") from None
+
+    def upload(self, local: str | Path, path: str) -> None:
+        dest = Path(self.abspath(path))
+        self.makedirs(str(dest.parent))
+        try:
+            shutil.copyfile(local, dest)
+        except OSError as e:
+            raise InputError(f"cannot copy {local} to {path}: {e.strerror or e}") from None
 
     def http_get(self, host: str, port: int, path: str, timeout: float = 5.0) -> HttpReply | None:
         addr = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host

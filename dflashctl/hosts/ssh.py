@@ -508,17 +508,6 @@ class SSHHost(Host):
         finally:
             chan.close()
 
-    def run(self, argv: list[str], *, timeout: float = 30.0, check: bool = True) -> CommandResult:
-        """Run one command, each argument quoted. `check`: a non-zero exit is a RemoteError."""
-        from dflashctl.hosts.host import quote_argv
-
-        res = self.sh(quote_argv(argv), timeout=timeout)
-        if check and res.rc != 0:
-            raise RemoteError(
-                f"{self.label}: `{argv[0]}` exited with {res.rc}: {res.tail() or 'no output'}"
-            )
-        return res
-
     # ---- files -------------------------------------------------------------------------------
 
     def home(self) -> str:
@@ -627,16 +616,10 @@ class SSHHost(Host):
         if res.rc != 0:
             raise InputError(f"{self.label}:{path}: cannot create directory: {res.tail()}")
 
-    def put(self, local: str | Path, remote: str) -> None:
-        apath = self.abspath(remote)
+    def upload(self, local: str | Path, path: str) -> None:
+        self.makedirs(posixpath.dirname(self.abspath(path)) or "/")
+        apath = self.abspath(path)
         self._retrying(lambda: self.sftp.put(str(local), apath))
-
-    def get(self, remote: str, local: str | Path) -> None:
-        apath = self.abspath(remote)
-        try:
-            self._retrying(lambda: self.sftp.get(apath, str(local)))
-        except OSError as e:
-            raise self._file_error(remote, e) from None
 
     # ---- network -----------------------------------------------------------------------------
 
@@ -777,15 +760,10 @@ def run(spec: str, argv: list[str], timeout: float = 120.0) -> tuple[int, str, s
     from dflashctl.hosts.host import quote_argv
 
     res = host_for(spec).sh(quote_argv(argv), timeout=timeout)
-    return res.rc, res.stdout, res.stderr
+    return int(res.rc or 0), res.stdout, res.stderr
 
 
 def upload(spec: str, local: str | Path, remote_path: str) -> None:
     """Copy one local file to `remote_path` on `spec` (its directory is created)."""
     host = host_for(spec)
-    host.makedirs(posixpath.dirname(host.abspath(remote_path)) or "/")
-    host.put(local, remote_path)
-
-
-def download(spec: str, remote_path: str, local: str | Path) -> None:
-    host_for(spec).get(remote_path, local)
+    host.upload(local, remote_path)
