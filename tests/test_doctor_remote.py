@@ -1,6 +1,6 @@
-"""`dflashctl doctor --host H`: the same checks over SSH, through the SSH layer's command runner
-(`dflashctl.hosts.ssh.run`), against a real OpenSSH sshd on 127.0.0.1 (it shares this machine's
-files, so the vLLM CPU venv and the drafter written by the test are "on the host")."""
+"""`dflashctl doctor --host H`: the same checks over SSH, through the `Host` the SSH layer opens
+(`dflashctl.hosts.ssh.SSHHost`), against a real OpenSSH sshd on 127.0.0.1 (it shares this
+machine's files, so the vLLM CPU venv and the drafter written by the test are "on the host")."""
 
 from __future__ import annotations
 
@@ -26,12 +26,8 @@ VLLM_PY = Path(__file__).resolve().parent.parent / ".venv-vllm" / "bin" / "pytho
 
 
 @pytest.fixture(autouse=True)
-def _ssh_config(sshd, monkeypatch: pytest.MonkeyPatch):
+def _ssh_config(sshd, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
-    yield
-    from dflashctl.hosts import ssh as remote
-
-    remote.close_all()
 
 
 def test_remote_doctor_runs_the_checks_there(tmp_path: Path):

@@ -2,17 +2,21 @@
 
 `open_host(spec)` is the way in. Modules: `host` (the `Host` vocabulary and `LocalHost`), `ssh`
 (paramiko: `SSHHost`, config, keys, known hosts, commands, files), `tunnel` (a local port
-forwarded to a remote one), `probe` (doctor's fact runner), `facts` (the script a host runs to
-report its facts).
+forwarded to a remote one), `facts` (the script a host runs to report its facts, sent as
+`FACTS_SCRIPT`'s text to the host's Python).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dflashctl.hosts.host import Host
     from dflashctl.hosts.ssh import SSHOptions
+
+
+FACTS_SCRIPT = Path(__file__).with_name("facts.py")  # sent to a host's Python as -c
 
 
 # The running command's --ssh-config / --accept-new-host-key: every SSH connection it opens

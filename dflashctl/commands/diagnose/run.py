@@ -179,7 +179,7 @@ def _remote_k_norm(host: Any, python: str, drafter: str) -> Any:
     import shlex
 
     from dflashctl.defects.k_norm import k_norm_from_facts as parse
-    from dflashctl.hosts.probe import FACTS_SCRIPT
+    from dflashctl.hosts import FACTS_SCRIPT
 
     args: dict[str, Any] = {"ports": [], "paths": [], "hub": None, "k_norm": drafter}
     cmd = " ".join(

@@ -22,7 +22,8 @@ from dflashctl.commands.doctor.report import (
     GpuFacts,
 )
 from dflashctl.errors import DflashError, InputError, UsageError
-from dflashctl.hosts.probe import FACTS_SCRIPT, Probe
+from dflashctl.hosts import FACTS_SCRIPT
+from dflashctl.hosts.host import Host
 
 
 def _na(value: str) -> str | None:
@@ -70,22 +71,22 @@ def parse_apps_csv(text: str) -> list[dict[str, Any]]:
 CUDA_RE = re.compile(r"CUDA Version:\s*([0-9][0-9.]*)")
 
 
-def gather_gpus(probe: Probe) -> GpuFacts:
-    res = probe.run(
+def gather_gpus(host: Host) -> GpuFacts:
+    res = host.run(
         ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"], timeout=20
     )
     if res.rc is None:
         return GpuFacts(False, res.error)
     if not res.ok:
-        return GpuFacts(False, f"nvidia-smi exited with {res.rc}: {res.tail()}")
+        return GpuFacts(False, f"nvidia-smi exited with {res.rc}: {res.tail(2, strip=True)}")
     gpus = parse_gpu_csv(res.stdout)
     if not gpus:
         return GpuFacts(False, "nvidia-smi listed no GPU")
     facts = GpuFacts(True, None, gpus)
-    head = probe.run(["nvidia-smi"], timeout=20)
+    head = host.run(["nvidia-smi"], timeout=20)
     m = CUDA_RE.search(head.stdout) if head.ok else None
     facts.cuda = m.group(1) if m else None
-    apps = probe.run(
+    apps = host.run(
         ["nvidia-smi", f"--query-compute-apps={APPS_QUERY}", "--format=csv,noheader,nounits"],
         timeout=20,
     )
@@ -94,9 +95,9 @@ def gather_gpus(probe: Probe) -> GpuFacts:
     return facts
 
 
-def _shebang_python(probe: Probe, launcher: str) -> str | None:
+def _shebang_python(host: Host, launcher: str) -> str | None:
     try:
-        first = probe.read_text(launcher, max_bytes=4096).splitlines()[0]
+        first = host.read_text(launcher, max_bytes=4096).splitlines()[0]
     except (InputError, IndexError):
         return None
     if not first.startswith("#!"):
@@ -105,20 +106,20 @@ def _shebang_python(probe: Probe, launcher: str) -> str | None:
     if not parts:
         return None
     if parts[0].endswith("/env") and len(parts) > 1:
-        return probe.which(parts[1])
+        return host.which(parts[1])
     return parts[0]
 
 
 def choose_python(
-    probe: Probe, opts: DoctorOptions, env: dict[str, str]
+    host: Host, opts: DoctorOptions, env: dict[str, str]
 ) -> tuple[str, str, str | None]:
     """(python, why, engine or None when still to be decided). Explicit --python, then
     DFLASHCTL_<ENGINE>_PYTHON, then the interpreter of the engine's launcher on PATH, then this
     Python (local) or python3 (remote)."""
     if opts.python:
-        if not probe.is_executable(opts.python):
+        if not host.is_executable(opts.python):
             raise UsageError(
-                f"--python {opts.python}: not an executable on {probe.label}",
+                f"--python {opts.python}: not an executable on {host.label}",
                 "pass the interpreter of the environment that runs the engine",
             )
         return opts.python, "--python", opts.engine
@@ -126,25 +127,25 @@ def choose_python(
     for engine in engines:
         var = PYTHON_ENV.get(engine or "")
         if var and env.get(var):
-            if not probe.is_executable(env[var]):
-                raise UsageError(f"{var}={env[var]}: not an executable on {probe.label}")
+            if not host.is_executable(env[var]):
+                raise UsageError(f"{var}={env[var]}: not an executable on {host.label}")
             return env[var], var, engine
     for engine in engines:
-        launcher = probe.which(LAUNCHER[engine]) if engine in LAUNCHER else None
+        launcher = host.which(LAUNCHER[engine]) if engine in LAUNCHER else None
         if launcher:
-            py = _shebang_python(probe, launcher)
-            if py and probe.is_executable(py):
+            py = _shebang_python(host, launcher)
+            if py and host.is_executable(py):
                 return py, f"interpreter of {launcher}", engine
-    if probe.is_local:
+    if host.is_local:
         return sys.executable, "dflashctl's own Python", opts.engine
-    py = probe.which("python3")
+    py = host.which("python3")
     if py is None:
-        raise UsageError(f"{probe.label}: no python3 on PATH", "pass --python PATH")
+        raise UsageError(f"{host.label}: no python3 on PATH", "pass --python PATH")
     return py, "python3 on PATH", opts.engine
 
 
 def gather_facts(
-    probe: Probe,
+    host: Host,
     python: str,
     *,
     ports: list[int],
@@ -152,21 +153,21 @@ def gather_facts(
     hub_timeout: float,
     k_norm: str | None = None,
 ) -> dict[str, Any]:
-    """One run of hosts/facts.py with `python` on the probe's host: a JSON object."""
+    """One run of hosts/facts.py with `python` on the host: a JSON object."""
     args = {"ports": ports, "paths": paths, "hub": {"timeout": hub_timeout}, "k_norm": k_norm}
     source = FACTS_SCRIPT.read_text(encoding="utf-8")
-    res = probe.run([python, "-c", source, json.dumps(args)], timeout=hub_timeout + 60)
+    res = host.run([python, "-c", source, json.dumps(args)], timeout=hub_timeout + 60)
     if res.rc is None:
-        raise UsageError(f"cannot run {python} on {probe.label}: {res.error}", "pass --python PATH")
+        raise UsageError(f"cannot run {python} on {host.label}: {res.error}", "pass --python PATH")
     if not res.ok:
         raise DflashError(
-            f"{python} could not gather the facts (exit {res.rc}): {res.tail()}",
+            f"{python} could not gather the facts (exit {res.rc}): {res.tail(2, strip=True)}",
             "doctor needs a Python >= 3.8 there",
         )
     try:
         facts = json.loads(res.stdout)
     except json.JSONDecodeError:
-        raise DflashError(f"{python} printed no facts: {res.tail()}") from None
+        raise DflashError(f"{python} printed no facts: {res.tail(2, strip=True)}") from None
     if not isinstance(facts, dict):
         raise DflashError(f"{python} printed no facts")
     return facts

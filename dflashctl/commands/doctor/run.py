@@ -1,6 +1,6 @@
 """doctor.py — environment and engine-version checks before anything is launched.
 
-`run_doctor(DoctorOptions)` gathers facts through a `Probe` (this machine or a host over SSH):
+`run_doctor(DoctorOptions)` gathers facts through a `Host` (this machine or one over SSH):
 `nvidia-smi` for GPUs, driver, CUDA and GPU processes; one run of `hosts/facts.py` with the
 engine's Python for its distributions, torch build, flash-attn layout, engine processes, the
 port, disk space, Hub reachability and token presence; the drafter's and target's config.json
@@ -45,23 +45,24 @@ from dflashctl.commands.doctor.rows import (
     rows_hub,
     rows_torch,
 )
-from dflashctl.defects.catalogue import load_catalogue
+from dflashctl.defects.catalogue import Catalogue, load_catalogue
 from dflashctl.defects.k_norm import k_norm_from_facts
 from dflashctl.defects.match import DefectMatch, match
 from dflashctl.defects.predicates import Facts, infer_build, infer_runner, normalize_dist
 from dflashctl.drafter.config import V1_UNSUPPORTED, parse_json_object, resolve, target_text_config
 from dflashctl.errors import InputError, UsageError
-from dflashctl.hosts.probe import Probe, open_probe
+from dflashctl.hosts import open_host
+from dflashctl.hosts.host import Host
 
 
-def _read_config(probe: Probe, path: str, what: str) -> dict[str, Any]:
+def _read_config(host: Host, path: str, what: str) -> dict[str, Any]:
     p = path.rstrip("/") or "/"
-    if not probe.exists(p):
+    if not host.exists(p):
         raise InputError(
-            f"{what} {path}: not found on {probe.label}", f"pass the {what} directory (config.json)"
+            f"{what} {path}: not found on {host.label}", f"pass the {what} directory (config.json)"
         )
     target = p if p.endswith(".json") else p + "/config.json"
-    text = probe.read_text(target)
+    text = host.read_text(target)
     return parse_json_object(text.encode(), Path(target), f"{what} config")
 
 
@@ -119,8 +120,9 @@ def row_drafter(
         rows.add("drafter", "drafter config", "ok", found)
 
 
-def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
-    """Gather the facts, judge them, return the rows. Bad options: `UsageError` (exit 2)."""
+def run_doctor(opts: DoctorOptions, host: Host | None = None) -> DoctorReport:
+    """Gather the facts on `host` (default: `opts.host`, this machine when None or "local"),
+    judge them, return the rows. Bad options: `UsageError` (exit 2)."""
     if opts.engine is not None and opts.engine not in ENGINES:
         raise UsageError(f"--engine {opts.engine!r}: use one of {', '.join(ENGINES)}")
     if opts.port is not None and not 1 <= opts.port <= 65535:
@@ -130,12 +132,17 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
     if opts.hub_timeout <= 0:
         raise UsageError("--hub-timeout must be positive")
     cat = load_catalogue()
-    probe = probe or open_probe(opts.host)
+    if host is not None:
+        return _doctor_on(host, opts, cat)
+    with open_host(None if opts.host in (None, "", "local") else opts.host) as opened:
+        return _doctor_on(opened, opts, cat)
 
-    drafter_cfg = _read_config(probe, opts.drafter, "drafter") if opts.drafter else None
-    model_cfg = _read_config(probe, opts.model, "model") if opts.model else None
+
+def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
+    drafter_cfg = _read_config(host, opts.drafter, "drafter") if opts.drafter else None
+    model_cfg = _read_config(host, opts.model, "model") if opts.model else None
     python, python_why, engine = choose_python(
-        probe, opts, dict(os.environ) if probe.is_local else {}
+        host, opts, dict(os.environ) if host.is_local else {}
     )
 
     labels = [label for label, p in (("model", opts.model), ("drafter", opts.drafter)) if p]
@@ -149,9 +156,9 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         else sorted({DEFAULT_PORT[e] for e in ([engine] if engine else ENGINES)})
     )
     # On a remote host the k_norm weights are read there (only those tensors' bytes).
-    remote_k_norm = opts.drafter if (opts.drafter and not probe.is_local) else None
+    remote_k_norm = opts.drafter if (opts.drafter and not host.is_local) else None
     facts = gather_facts(
-        probe,
+        host,
         python,
         ports=ports,
         paths=paths,
@@ -170,7 +177,7 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         engine_why = "--engine" if opts.engine else f"auto: {python_why}"
     port = opts.port or DEFAULT_PORT[engine]
     facts["port"] = next((p for p in facts.get("ports") or [] if p.get("port") == port), None)
-    g = gather_gpus(probe)
+    g = gather_gpus(host)
     version, _dist = engine_version(engine, dists)
     n_target, n_source = _target_layers(opts.model, model_cfg, drafter_cfg)
 
@@ -178,7 +185,7 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
         engine=engine,
         version=version,
         drafter_config=drafter_cfg,
-        drafter_dir=Path(opts.drafter) if (opts.drafter and probe.is_local) else None,
+        drafter_dir=Path(opts.drafter) if (opts.drafter and host.is_local) else None,
         num_target_layers=n_target,
         env=facts.get("env") or {},
         distributions=dists,
@@ -219,7 +226,7 @@ def run_doctor(opts: DoctorOptions, probe: Probe | None = None) -> DoctorReport:
 
     facts["gpus"] = g.to_json()
     return DoctorReport(
-        host=probe.label,
+        host=host.label,
         engine=engine,
         engine_why=engine_why,
         python=python,
