@@ -4,7 +4,8 @@ The server (tests/hub_server.py) serves repos the tests build on disk: a tiny DF
 whose weights are real safetensors files written with the safetensors library, in several
 commits (the original, a re-upload of the weights under the same name, a stale config on a
 branch). A temporary registry (`DFLASHCTL_PLAYBOOKS`) pins the original commit and its sha256s.
-Nothing is mocked but the SSH layer for `--host`, which does not exist yet (see TestHost).
+Nothing is mocked: `--host`'s copy runs against this machine's `LocalHost` here (TestHost) and
+against a real sshd in test_fetch_host.py.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dflashctl.commands.fetch.remote import push_to_host
 from dflashctl.commands.fetch.target import STAGING_NAME
 from dflashctl.drafter.registry import LOCK_NAME
 from dflashctl.errors import RemoteError
+from dflashctl.hosts.host import LocalHost
 
 REPO = "test-org/tiny-dflash"  # in the test registry as tiny-dflash, pinned at commit c1
 OTHER = "test-org/other-dflash"  # not in the registry
@@ -671,49 +673,33 @@ class TestHost:
         assert needle in err
         assert hub.server.requests == []
 
-    class LocalStandIn:
-        """The SSH layer's two operations (upload, run) done on this machine, for what a real
-        host will not do on demand: `corrupt` flips a byte of every upload, as a bad disk or
-        a broken transfer would. test_fetch_host.py runs the real layer against a real sshd."""
+    class CorruptingHost(LocalHost):
+        """This machine, where every upload arrives with a byte flipped, as a bad disk or a
+        broken transfer would leave it: what a real host will not do on demand."""
 
-        host = "stand-in"
-
-        def __init__(self, root: Path, corrupt: bool = False) -> None:
-            self.root, self.corrupt, self.uploads = root, corrupt, []
-
-        def upload(self, local: Path, remote_path: str) -> None:
-            data = local.read_bytes()
-            if self.corrupt:
-                data = bytes([data[0] ^ 1]) + data[1:]
-            (self.root / remote_path).write_bytes(data)
-            self.uploads.append(remote_path)
-
-        def run(self, argv):
-            r = subprocess.run(list(argv), cwd=self.root, capture_output=True, text=True)
-            return r.returncode, r.stdout, r.stderr
+        def upload(self, local: str | Path, path: str) -> None:
+            super().upload(local, path)
+            data = Path(path).read_bytes()
+            Path(path).write_bytes(bytes([data[0] ^ 1]) + data[1:])
 
     def test_push_re_hashes_on_the_host(self, hub, monkeypatch, capsys, tmp_path):
         dest = tmp_path / "drafter"
         assert fetch(monkeypatch, capsys, "tiny-dflash", "--dir", str(dest))[0] == 0
-        remote_root = tmp_path / "remote-home"
-        remote_root.mkdir()
-        ops = self.LocalStandIn(remote_root)
-        copy = push_to_host(ops, dest, "models/tiny")
-        assert copy.uploaded == ["config.json", "model.safetensors"]
-        assert copy.verified == read_lock(dest)["files"]
-        placed = remote_root / "models/tiny"
-        assert listing(placed) == ["config.json", LOCK_NAME, "model.safetensors"]
-        again = push_to_host(ops, dest, "models/tiny")
+        placed = tmp_path / "remote-home" / "models" / "tiny"
+        with LocalHost() as host:
+            copy = push_to_host(host, dest, str(placed))
+            assert copy.uploaded == ["config.json", "model.safetensors"]
+            assert copy.verified == read_lock(dest)["files"]
+            assert listing(placed) == ["config.json", LOCK_NAME, "model.safetensors"]
+            again = push_to_host(host, dest, str(placed))
         assert again.uploaded == [] and again.verified == copy.verified
 
     def test_push_refuses_a_copy_that_arrived_different(self, hub, monkeypatch, capsys, tmp_path):
         dest = tmp_path / "drafter"
         assert fetch(monkeypatch, capsys, "tiny-dflash", "--dir", str(dest))[0] == 0
-        remote_root = tmp_path / "remote-home"
-        remote_root.mkdir()
+        placed = tmp_path / "remote-home" / "models" / "tiny"
         with pytest.raises(RemoteError, match="arrived with other bytes than were sent"):
-            push_to_host(self.LocalStandIn(remote_root, corrupt=True), dest, "models/tiny")
-        placed = remote_root / "models/tiny"
+            push_to_host(self.CorruptingHost(), dest, str(placed))
         assert [p for p in listing(placed) if not p.startswith(STAGING_NAME)] == []
 
 

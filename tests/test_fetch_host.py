@@ -1,9 +1,9 @@
 """dflashctl fetch --host: the copy lands on the serving host, proven by hashing it there.
 
 A real OpenSSH sshd on 127.0.0.1 (tests/sshd_fixture.py, alias `testhost`), reached through the
-SSH layer (dflashctl/hosts/ssh.py: paramiko, known_hosts checked), and the local Hub server of
-test_fetch.py. The "host" shares this machine's filesystem, so the test can also read what
-arrived. Skipped while the SSH layer or the sshd fixture is not in the tree.
+`Host` of the SSH layer (dflashctl/hosts/ssh.py `SSHHost`: paramiko, known_hosts checked), and
+the local Hub server of test_fetch.py. The "host" shares this machine's filesystem, so the test
+can also read what arrived. Skipped while the sshd fixture is not in the tree.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 sshd_fixture = pytest.importorskip("sshd_fixture")
-remote = pytest.importorskip("dflashctl.hosts.ssh")
-if not (callable(getattr(remote, "upload", None)) and callable(getattr(remote, "run", None))):
-    pytest.skip("dflashctl/hosts/ssh.py has no upload/run yet", allow_module_level=True)
 
 from sshd_fixture import sshd_server  # noqa: E402
 from test_fetch import LOCK_NAME, fetch, hub, listing, one_line_error  # noqa: E402, F401
+
+from dflashctl.hosts.ssh import SSHHost  # noqa: E402
 
 pytestmark = pytest.mark.ssh
 
@@ -34,8 +33,7 @@ def sshd(tmp_path_factory):
 @pytest.fixture
 def ssh_env(sshd, monkeypatch):
     monkeypatch.setenv("DFLASHCTL_SSH_CONFIG", str(sshd.ssh_config))
-    yield sshd
-    remote.close_all()
+    return sshd
 
 
 def sha256(path: Path) -> str:
@@ -120,13 +118,13 @@ def remote_fetch(monkeypatch, capsys, there: Path, *args: str) -> tuple[int, str
 def scripts(monkeypatch):
     """Every script the SSH layer runs, with its stdin."""
     seen: list[tuple[str, bytes | None]] = []
-    real = remote.SSHHost.sh
+    real = SSHHost.sh
 
     def sh(self, script, *, timeout=30.0, stdin=None, retry=True):
         seen.append((script, stdin))
         return real(self, script, timeout=timeout, stdin=stdin, retry=retry)
 
-    monkeypatch.setattr(remote.SSHHost, "sh", sh)
+    monkeypatch.setattr(SSHHost, "sh", sh)
     return seen
 
 

@@ -733,37 +733,3 @@ def _parse_http(raw: bytes) -> HttpReply:
         return HttpReply(int(first[1]), body)
     except (IndexError, ValueError):
         return HttpReply(0, b"")
-
-
-# ---- plain functions for callers that want one operation on a host ---------------------------
-
-_POOL: dict[str, SSHHost] = {}
-
-
-def host_for(spec: str, opts: SSHOptions | None = None) -> SSHHost:
-    """A connection to `spec`, opened once per process and reused (closed by `close_all`)."""
-    host = _POOL.get(spec)
-    if host is None:
-        host = SSHHost.connect(spec, opts)
-        _POOL[spec] = host
-    return host
-
-
-def close_all() -> None:
-    for host in _POOL.values():
-        host.close()
-    _POOL.clear()
-
-
-def run(spec: str, argv: list[str], timeout: float = 120.0) -> tuple[int, str, str]:
-    """Run one command on `spec` (every argument quoted): (exit code, stdout, stderr)."""
-    from dflashctl.hosts.host import quote_argv
-
-    res = host_for(spec).sh(quote_argv(argv), timeout=timeout)
-    return int(res.rc or 0), res.stdout, res.stderr
-
-
-def upload(spec: str, local: str | Path, remote_path: str) -> None:
-    """Copy one local file to `remote_path` on `spec` (its directory is created)."""
-    host = host_for(spec)
-    host.upload(local, remote_path)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
 
 from dflashctl.commands.fetch.report import FetchedFile, FetchReport, RemoteCopy
 from dflashctl.commands.fetch.target import STAGING_NAME, Mismatch, Target, mismatch_error, pins_of
@@ -19,79 +17,11 @@ from dflashctl.errors import (
     RemoteError,
 )
 from dflashctl.files import hash_file
+from dflashctl.hosts.host import Host
 from dflashctl.hub import FetchProgress, HubEnv, matches_any, short_sha
 
-
-class RemoteOps(Protocol):
-    """What fetch needs from the SSH layer (dflashctl/hosts/ssh.py) for one host."""
-
-    host: str
-
-    def upload(self, local: Path, remote_path: str) -> None: ...
-
-    def run(self, argv: Sequence[str]) -> tuple[int, str, str]: ...
-
-    def run_env(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        secret_env: Mapping[str, str],
-        timeout: float,
-    ) -> tuple[int, str, str]:
-        """`argv` with `env` exported and `secret_env` read from stdin (never a command line)."""
-        ...
-
-    def default_python(self) -> str: ...
-
-
-def remote_ops(host: str) -> RemoteOps:
-    """The SSH layer's operations on `host` that fetch needs."""
-    from dflashctl.hosts import ssh
-
-    do_upload: Callable[..., Any] = ssh.upload
-    do_run: Callable[..., Any] = ssh.run
-    host_for: Callable[..., Any] = ssh.host_for
-
-    class _Ops:
-        def __init__(self) -> None:
-            self.host = host
-
-        def upload(self, local: Path, remote_path: str) -> None:
-            do_upload(host, local, remote_path)
-
-        def run(self, argv: Sequence[str]) -> tuple[int, str, str]:
-            rc, out, err = do_run(host, list(argv), timeout=900.0)
-            return int(rc), str(out), str(err)
-
-        def _host(self) -> Any:
-            return host_for(host)
-
-        def run_env(
-            self,
-            argv: Sequence[str],
-            *,
-            env: Mapping[str, str],
-            secret_env: Mapping[str, str],
-            timeout: float,
-        ) -> tuple[int, str, str]:
-            from dflashctl.hosts.host import env_assignments, quote_argv, secret_reads
-
-            script = (
-                secret_reads(list(secret_env))
-                + env_assignments(env)
-                + "exec "
-                + quote_argv(argv)
-                + "\n"
-            )
-            stdin = "".join(f"{v}\n" for v in secret_env.values()).encode() or None
-            res = self._host().sh(script, timeout=timeout, stdin=stdin, retry=False)
-            return int(res.rc), str(res.stdout), str(res.stderr)
-
-        def default_python(self) -> str:
-            return str(getattr(self._host(), "python", None) or "python3")
-
-    return _Ops()
+# Commands of the copy and the re-hash: a slow disk hashing a large drafter still fits.
+COMMAND_TIMEOUT = 900.0
 
 
 def _parse_sums(text: str) -> dict[str, str]:
@@ -105,8 +35,8 @@ def _parse_sums(text: str) -> dict[str, str]:
     return found
 
 
-# Run on the host as `sh -c SCRIPT sh ARGS...`: every path is an argument (quoted by the SSH
-# layer), never spliced into the script. Each remote command costs a round trip, so the steps
+# Run on the host as `sh -c SCRIPT sh ARGS...`: every path is an argument (quoted by
+# `Host.run`), never spliced into the script. Each remote command costs a round trip, so the steps
 # are batched: one script before the upload, one after.
 _PRESENT_SH = 'mkdir -p -- "$1" || exit 4; shift; sha256sum -- "$@" 2>/dev/null; exit 0'
 
@@ -142,7 +72,7 @@ exit 0
 """
 
 
-def push_to_host(ops: RemoteOps, local_dir: Path, remote_dir: str) -> RemoteCopy:
+def push_to_host(host: Host, local_dir: Path, remote_dir: str) -> RemoteCopy:
     """Put the verified directory on the host and prove it landed by hashing it there.
 
     Files the host already has with the locked hash are not sent again. The others go to
@@ -158,47 +88,52 @@ def push_to_host(ops: RemoteOps, local_dir: Path, remote_dir: str) -> RemoteCopy
     staging = f"{base}/{STAGING_NAME}"
     finals = {n: f"{base}/{n}" for n in sorted(files)}
 
-    rc, out, err = ops.run(["sh", "-c", _PRESENT_SH, "sh", staging, *finals.values()])
-    if rc != 0:
+    label = host.label
+    res = host.run(
+        ["sh", "-c", _PRESENT_SH, "sh", staging, *finals.values()], timeout=COMMAND_TIMEOUT
+    )
+    if res.rc != 0:
         raise RemoteError(
-            f"{ops.host}: cannot create {staging}: {err.strip()[:200]}",
-            f"check that {base} is writable on {ops.host}",
+            f"{label}: cannot create {staging}: {res.stderr.strip()[:200]}",
+            f"check that {base} is writable on {label}",
         )
-    present = _parse_sums(out)
+    present = _parse_sums(res.stdout)
     todo = [n for n in finals if present.get(finals[n]) != files[n]]
     for name in todo:
-        ops.upload(local_dir / name, f"{staging}/{name}")
+        host.upload(local_dir / name, f"{staging}/{name}")
     lock_sha = hash_file(local_dir / LOCK_NAME).sha256
-    ops.upload(local_dir / LOCK_NAME, f"{staging}/{LOCK_NAME}")
+    host.upload(local_dir / LOCK_NAME, f"{staging}/{LOCK_NAME}")
     moves = [(files[n], f"{staging}/{n}", finals[n]) for n in todo]
     moves.append((lock_sha, f"{staging}/{LOCK_NAME}", f"{base}/{LOCK_NAME}"))
     args = [a for triple in moves for a in triple]
-    rc, out, err = ops.run(
-        ["sh", "-c", _PLACE_SH, "sh", staging, str(len(moves)), *args, *finals.values()]
+    res = host.run(
+        ["sh", "-c", _PLACE_SH, "sh", staging, str(len(moves)), *args, *finals.values()],
+        timeout=COMMAND_TIMEOUT,
     )
+    rc, out, err = res.rc, res.stdout, res.stderr
     if rc == 3:
         line = next((ln for ln in out.splitlines() if ln.startswith("BAD ")), "BAD ? ?")
         _, got, staged = [*line.split(" ", 2), "?", "?"][:3]
         name = staged.rsplit(f"{STAGING_NAME}/", 1)[-1]
         raise RemoteError(
-            f"{ops.host}: {name} arrived with other bytes than were sent "
+            f"{label}: {name} arrived with other bytes than were sent "
             f"({short_sha(got)} vs {short_sha(files.get(name, lock_sha))}); "
             "nothing was put in place",
             "run fetch --host again; if it repeats, check the host's disk",
         )
     if rc != 0:
         raise RemoteError(
-            f"{ops.host}: placing the files in {base} failed (exit {rc}): {err.strip()[:200]}",
-            f"check that {base} is writable on {ops.host}",
+            f"{label}: placing the files in {base} failed (exit {rc}): {err.strip()[:200]}",
+            f"check that {base} is writable on {label}",
         )
     final_hashes = _parse_sums(out)
     wrong = [n for n in finals if final_hashes.get(finals[n]) != files[n]]
     if wrong:
         raise RemoteError(
-            f"{ops.host}: {wrong[0]} in {base} does not hash to the lock after the copy",
+            f"{label}: {wrong[0]} in {base} does not hash to the lock after the copy",
             "something else is writing there; check the directory on the host",
         )
-    return RemoteCopy(ops.host, base, todo, {n: final_hashes[finals[n]] for n in finals})
+    return RemoteCopy(label, base, todo, {n: final_hashes[finals[n]] for n in finals})
 
 
 # What the host's fetch gets from this environment: the Hub to use and how to talk to it (never
@@ -232,7 +167,7 @@ def _remote_error_line(err: str) -> tuple[str | None, str | None]:
 
 
 def fetch_on_host(
-    ops: RemoteOps,
+    host: Host,
     target: Target,
     *,
     remote_dir: str,
@@ -249,7 +184,7 @@ def fetch_on_host(
     registry may differ from this one, so the pins checked are the ones here. A file that
     differs from its pin is removed on the host with the lock (nothing vouches for it).
     """
-    host = ops.host
+    label = host.label
     argv = [python, "-m", "dflashctl", "fetch", target.repo, "--revision", target.requested]
     argv += ["--dir", remote_dir, "--json"]
     for pattern in patterns:
@@ -259,15 +194,17 @@ def fetch_on_host(
     env = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
     secrets = {k: os.environ[k] for k in SECRET_ENV if os.environ.get(k)}
     if progress is not None:
-        progress.step(f"downloading {target.repo}@{short_sha(target.requested)} on {host}")
-    rc, out, err = ops.run_env(argv, env=env, secret_env=secrets, timeout=REMOTE_FETCH_TIMEOUT)
+        progress.step(f"downloading {target.repo}@{short_sha(target.requested)} on {label}")
+    res = host.run(argv, env=env, secret_env=secrets, timeout=REMOTE_FETCH_TIMEOUT, retry=False)
+    rc, out, err = res.rc, res.stdout, res.stderr
     if rc == 2:
         message, hint = _remote_error_line(err)
         if message is not None:
-            raise FetchError(f"{host}: fetch there failed: {message}", hint)
-    if "No module named dflashctl" in err or rc in (126, 127):
+            raise FetchError(f"{label}: fetch there failed: {message}", hint)
+    if "No module named dflashctl" in err or rc is None or rc == 126:  # None: not found
         raise RemoteError(
-            f"{host}: `{python} -m dflashctl` cannot run there: {err.strip()[-200:] or rc}",
+            f"{label}: `{python} -m dflashctl` cannot run there: "
+            f"{err.strip()[-200:] or (127 if rc is None else rc)}",
             "install dflashctl on the host, or pass --python with the interpreter that has it",
         )
     try:
@@ -276,7 +213,7 @@ def fetch_on_host(
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise RemoteError(
-            f"{host}: fetch there exited with {rc} without a report: "
+            f"{label}: fetch there exited with {rc} without a report: "
             f"{(err.strip() or out.strip())[-200:] or 'no output'}",
             "run the same fetch on the host by hand to see what it says",
         )
@@ -286,9 +223,13 @@ def fetch_on_host(
 
     # The proof: every file hashed on the host, against the host's lock and the pins here.
     if progress is not None:
-        progress.step(f"hashing the files on {host}")
+        progress.step(f"hashing the files on {label}")
     finals = {n: f"{base}/{n}" for n in sorted(remote_files)}
-    rc, sums, err = ops.run(["sh", "-c", _REHASH_SH, "sh", f"{base}/{LOCK_NAME}", *finals.values()])
+    res = host.run(
+        ["sh", "-c", _REHASH_SH, "sh", f"{base}/{LOCK_NAME}", *finals.values()],
+        timeout=COMMAND_TIMEOUT,
+    )
+    rc, sums, err = res.rc, res.stdout, res.stderr
     sums_part, _, lock_text = sums.partition("--- lock\n")
     hashed = _parse_sums(sums_part)
     try:
@@ -297,7 +238,7 @@ def fetch_on_host(
         lock_files = None
     if rc != 0 or not isinstance(lock_files, dict):
         raise RemoteError(
-            f"{host}: cannot read {base}/{LOCK_NAME} after the fetch there: "
+            f"{label}: cannot read {base}/{LOCK_NAME} after the fetch there: "
             f"{err.strip()[:200] or 'not a lock'}",
             "run the fetch on the host again",
         )
@@ -305,7 +246,7 @@ def fetch_on_host(
     if wrong or set(lock_files) != set(finals):
         name = wrong[0] if wrong else sorted(set(lock_files) ^ set(finals))[0]
         raise RemoteError(
-            f"{host}: {name} in {base} does not hash to the host's lock after the fetch",
+            f"{label}: {name} in {base} does not hash to the host's lock after the fetch",
             "something else is writing there; check the directory on the host",
         )
     pins = pins_of(target.entry)
@@ -332,12 +273,15 @@ def fetch_on_host(
         files.append(FetchedFile(name, sha, size, status, spec.sha256 if spec else None))
     missing = [n for n in pins if matches_any(n, patterns) and n not in finals]
     if bad:
-        ops.run(["rm", "-f", "--", f"{base}/{LOCK_NAME}", *(finals[b.name] for b in bad)])
+        host.run(
+            ["rm", "-f", "--", f"{base}/{LOCK_NAME}", *(finals[b.name] for b in bad)],
+            timeout=COMMAND_TIMEOUT,
+        )
         error = mismatch_error(bad, target, commit, HubEnv.from_environ(), at_pinned)
-        raise FetchError(f"{host}: {error.message}; removed there with the lock", error.hint)
+        raise FetchError(f"{label}: {error.message}; removed there with the lock", error.hint)
     if missing:
         raise FetchError(
-            f"{host}: {target.repo}@{short_sha(commit)} has no {missing[0]}, "
+            f"{label}: {target.repo}@{short_sha(commit)} has no {missing[0]}, "
             "which the registry pins",
             "the repo's layout changed: fetch the pinned revision",
         )
@@ -346,7 +290,7 @@ def fetch_on_host(
             f"the registry pins {target.entry.name} at {target.pinned_revision}; this is "
             f"{commit}: file pins still apply"
         )
-    notes.append(f"fetched on {host} by `{python} -m dflashctl fetch`; nothing was stored here")
+    notes.append(f"fetched on {label} by `{python} -m dflashctl fetch`; nothing was stored here")
     report = FetchReport(
         repo=target.repo,
         revision=commit,
@@ -362,15 +306,15 @@ def fetch_on_host(
         removed=[str(n) for n in data.get("removed") or []],
         backups=[str(n) for n in data.get("backups") or []],
         notes=notes,
-        remote=RemoteCopy(host, base, [], {n: hashed[finals[n]] for n in finals}),
-        fetched_on=host,
+        remote=RemoteCopy(label, base, [], {n: hashed[finals[n]] for n in finals}),
+        fetched_on=label,
     )
     if verify and "config.json" in finals:
         from dflashctl.drafter.verify import run_verify
 
         if progress is not None:
-            progress.step(f"verify-config on {host}")
-        report.verify = run_verify(Path(base), drafter=report.registry, host=host)
+            progress.step(f"verify-config on {label}")
+        report.verify = run_verify(Path(base), drafter=report.registry, host=label)
     elif verify:
         report.notes.append("no config.json fetched: verify-config skipped")
     return report

@@ -30,12 +30,12 @@ import datetime as dt
 import os
 import shutil
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dflashctl import __version__
-from dflashctl.commands.fetch.remote import RemoteOps, fetch_on_host, push_to_host, remote_ops
+from dflashctl.commands.fetch.remote import COMMAND_TIMEOUT, fetch_on_host, push_to_host
 from dflashctl.commands.fetch.report import FetchedFile, FetchReport
 from dflashctl.commands.fetch.target import (
     DEFAULT_PATTERNS,
@@ -301,7 +301,6 @@ def fetch(
     python: str | None = None,
     verify: bool = True,
     progress: FetchProgress | None = None,
-    remote: Callable[[str], RemoteOps] | None = None,
 ) -> FetchReport:
     """Fetch DRAFTER into `directory` (default ./<repo name>), verified and locked.
 
@@ -333,29 +332,48 @@ def fetch(
     directory = (directory or default_directory(target.repo)).expanduser().absolute()
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"--dir {directory} exists and is not a directory")
-    ops: RemoteOps | None = None
     remote_target = remote_dir or target.repo.split("/", 1)[1]
-    if host is not None:
-        ops = (remote or remote_ops)(host)
-        if progress is not None:
-            progress.step(f"reaching {host}")
-        rc, _, err = ops.run(["mkdir", "-p", "--", remote_target])
-        if rc != 0:
+    if host is None:
+        return _fetch_here(target, directory, patterns, allow_unpinned, verify, progress)
+    from dflashctl.hosts import open_host
+
+    if progress is not None:
+        progress.step(f"reaching {host}")
+    with open_host(host) as on:
+        res = on.run(["mkdir", "-p", "--", remote_target], timeout=COMMAND_TIMEOUT)
+        if res.rc != 0:
             raise RemoteError(
-                f"{host}: cannot create {remote_target}: {err.strip()[:200]}",
+                f"{host}: cannot create {remote_target}: {res.stderr.strip()[:200]}",
                 "pass --remote-dir with a writable directory on the host",
             )
-    if ops is not None and remote_fetch:
-        return fetch_on_host(
-            ops,
-            target,
-            remote_dir=remote_target,
-            patterns=patterns,
-            allow_unpinned=allow_unpinned,
-            python=python.strip() if python else ops.default_python(),
-            verify=verify,
-            progress=progress,
-        )
+        if remote_fetch:
+            return fetch_on_host(
+                on,
+                target,
+                remote_dir=remote_target,
+                patterns=patterns,
+                allow_unpinned=allow_unpinned,
+                python=python.strip() if python else on.python,
+                verify=verify,
+                progress=progress,
+            )
+        report = _fetch_here(target, directory, patterns, allow_unpinned, verify, progress)
+        if progress is not None:
+            progress.step(f"copying to {host} and hashing it there")
+        report.remote = push_to_host(on, report.directory, remote_target)
+        return report
+
+
+def _fetch_here(
+    target: Target,
+    directory: Path,
+    patterns: list[str],
+    allow_unpinned: bool,
+    verify: bool,
+    progress: FetchProgress | None,
+) -> FetchReport:
+    """Fetch into `directory` on this machine (or verify what the lock vouches for), then
+    verify-config on what arrived."""
     env = HubEnv.from_environ()
     pins = pins_of(target.entry)
     notes: list[str] = []
@@ -429,7 +447,7 @@ def fetch(
                 patterns=patterns,
                 notes=notes,
             )
-            return _finish(report, verify, ops, remote_target, progress)
+            return _verify_config(report, verify, progress)
         if redo:
             notes.append(
                 "changed or missing since the lock was written, downloaded again: "
@@ -450,7 +468,7 @@ def fetch(
         progress=progress,
     )
     report.notes[:0] = notes
-    return _finish(report, verify, ops, remote_target, progress)
+    return _verify_config(report, verify, progress)
 
 
 def _download_and_place(
@@ -579,14 +597,10 @@ def _drop_empty_staging(directory: Path, created: bool) -> None:
             directory.rmdir()
 
 
-def _finish(
-    report: FetchReport,
-    verify: bool,
-    ops: RemoteOps | None,
-    remote_dir: str,
-    progress: FetchProgress | None,
+def _verify_config(
+    report: FetchReport, verify: bool, progress: FetchProgress | None
 ) -> FetchReport:
-    """verify-config on what arrived, then the copy on the host."""
+    """verify-config on what arrived."""
     names = {f.name for f in report.files}
     if verify and "config.json" in names:
         from dflashctl.drafter.verify import run_verify
@@ -596,10 +610,6 @@ def _finish(
         report.verify = run_verify(report.directory, drafter=report.registry)
     elif verify:
         report.notes.append("no config.json fetched: verify-config skipped")
-    if ops is not None:
-        if progress is not None:
-            progress.step(f"copying to {ops.host} and hashing it there")
-        report.remote = push_to_host(ops, report.directory, remote_dir)
     return report
 
 
