@@ -32,7 +32,8 @@ def served(target: Path, drafter: Path | None, name: str) -> Iterator[tuple[str,
     from dflashctl.hosts import open_host
     from dflashctl.server import deployments as state
     from dflashctl.server.control import stop_deployment
-    from dflashctl.server.launch import ServeOptions, launch, plan
+    from dflashctl.server.launch import launch
+    from dflashctl.server.plan import ServeOptions, plan
 
     opts = ServeOptions(
         engine="local",

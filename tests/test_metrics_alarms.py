@@ -9,8 +9,9 @@ from datetime import datetime, timedelta
 import pytest
 
 from dflashctl.errors import DflashError
-from dflashctl.metrics.alarms import Thresholds, evaluate
+from dflashctl.metrics.alarms import evaluate
 from dflashctl.metrics.analyze import MetricsOptions, expected_range
+from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import Marker, MetricsReport, MetricsState, SpecWindow
 
 T0 = datetime(2026, 11, 20, 10, 0, 0)

@@ -16,8 +16,8 @@ from metrics_util import engine_line, spec_line, startup_lines, write_log
 
 from dflashctl.cli import app
 from dflashctl.metrics import MetricsOptions
-from dflashctl.metrics.alarms import Thresholds
 from dflashctl.metrics.follow import ROTATED, TRUNCATED, follow_log, tail_file
+from dflashctl.metrics.thresholds import Thresholds
 
 HEALTHY = [0.7, 0.5, 0.3]
 COLLAPSED = [0.02, 0.0, 0.0]

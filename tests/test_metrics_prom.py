@@ -10,9 +10,9 @@ from metrics_util import MetricsServer, run_main, vllm_page
 
 from dflashctl.errors import ServerError
 from dflashctl.metrics import MetricsOptions, analyze_source
-from dflashctl.metrics.alarms import Thresholds
 from dflashctl.metrics.follow import follow_url
 from dflashctl.metrics.prom import parse_reading
+from dflashctl.metrics.thresholds import Thresholds
 
 FAST = ["--interval", "0.05", "--timeout", "5"]
 

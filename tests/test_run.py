@@ -179,7 +179,7 @@ def test_a_spec_none_host_with_its_own_speculation_is_a_baseline_not_a_plain_ser
     its speculation is not an error for smoke (it is not a plain `--expect-no-spec` server)."""
     from dflashctl.commands.run.run import HostPlan, _fetch
     from dflashctl.server.engines import own_speculation
-    from dflashctl.server.launch import ServeOptions
+    from dflashctl.server.plan import ServeOptions
 
     mtp = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]
     assert own_speculation(mtp) and own_speculation(["--speculative-config={}"])

@@ -289,7 +289,7 @@ class TestRender:
         assert time.monotonic() - t0 < 2  # refused before any connection attempt
 
     def test_missing_demo_pair_is_a_clear_error(self, monkeypatch, capsys, tmp_path):
-        import dflashctl.server.launch as launch
+        import dflashctl.server.plan as launch
 
         no_drafter = (str(tmp_path / "target"), str(tmp_path / "no-drafter"))
         monkeypatch.setattr(launch, "demo_pair_dirs", lambda host, setup=True: no_drafter)

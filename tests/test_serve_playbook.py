@@ -12,7 +12,7 @@ from dflashctl.errors import PlaybookError
 from dflashctl.hosts.host import LocalHost
 from dflashctl.playbook import deployment_name, find_playbook, load_playbook, parse_playbook
 from dflashctl.server.book import options_from_playbook
-from dflashctl.server.launch import plan
+from dflashctl.server.plan import plan
 
 REPO = Path(__file__).resolve().parent.parent
 BOOKS = REPO / "playbooks"

@@ -2,7 +2,8 @@
 
 Rules (docs/metrics.md explains each, how to confirm it and the fix):
 
-- collapse: mean acceptance length ≤ 1.30 or draft acceptance < 5 % over enough drafted tokens.
+- collapse: mean acceptance length ≤ 1.30 (draft acceptance < 5 % where no τ is printed) over
+  enough drafted tokens and drafts.
 - below_expected: under `--min-acceptance-length` or the registry's expected range.
 - decay: the median of the last third of the windows well under the first third's.
 - stale: the last metrics line belongs to an earlier launch, or is several intervals older
@@ -12,7 +13,8 @@ Rules (docs/metrics.md explains each, how to confirm it and the fix):
 - warnings: cold start (the only window is the first after start-up), later positions near
   zero after a healthy position 1, too few drafted tokens, no metrics at all.
 
-Likely causes follow ../shared/docs/dflash-facts.md §12; each names the command that checks it.
+Likely causes (metrics/causes.py) follow ../shared/docs/dflash-facts.md §12; each names the
+command that checks it.
 Pure: no I/O, no printing.
 """
 
@@ -22,6 +24,24 @@ import itertools
 import statistics
 from dataclasses import dataclass
 
+from dflashctl.metrics.causes import (
+    METHOD_NAMES,
+    cause_batch_off,
+    cause_drift,
+    cause_long_context,
+    cause_mismatch,
+    cause_quant,
+    cause_revision,
+    cause_thinking,
+    cause_weak,
+    cause_workload,
+    causes_for,
+    method_causes,
+    method_family,
+    server_url,
+    signature_of,
+)
+from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import (
     Cause,
     Finding,
@@ -30,343 +50,6 @@ from dflashctl.metrics.window import (
     aggregate,
     implausible,
 )
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    collapse_length: float = 1.30  # mean acceptance length at or below: collapse
-    collapse_rate: float = 0.05  # draft acceptance below: collapse
-    min_drafted_tokens: int = 200  # evidence needed before calling a collapse …
-    min_drafts: int = 30  # … and this many drafts where counted: τ's evidence is in drafts
-    # (200 drafted tokens are 67 drafts at K = 3 but 13 at K = 15, one short answer's worth)
-    min_acceptance_length: float | None = None
-    expected_min: float | None = None
-    expected_max: float | None = None
-    drafter: str | None = None
-    interval: float | None = None  # expected seconds between windows (default: estimated)
-    stale_intervals: float = 3.0
-    min_stale_seconds: float = 30.0
-    decay_min_windows: int = 6
-    decay_ratio: float = 0.8  # late median ≤ ratio × early median
-    decay_min_drop: float = 0.3  # in mean acceptance length
-    weak_position_rate: float = 0.02  # "near zero" for a later position
-    healthy_first_position: float = 0.4
-    follow: bool = False
-    url: str | None = None  # the server, when known, for the commands in causes
-    source: str = "LOG"
-    block_size: int | None = None  # the drafter's trained block (registry), when known
-    cliff_drop: float = 0.1  # a position under this fraction of the one before it …
-    cliff_from: float = 0.05  # … when that one accepted at least this much: a cliff
-    cliff_min_count: float = 10.0  # … and at least this many drafts reached it (else a zero
-    # after it is what a gradual fall gives by chance: 4 drafts at 20 % then 0 is no cliff)
-    large_batch: int = 16  # SGLang: running requests from which speculation may be off
-    loop_rate: float = 0.995  # every position at least this: the target is probably looping
-
-
-# ---- likely causes ------------------------------------------------------------------------
-
-
-def _name(th: Thresholds) -> str:
-    return th.drafter or "NAME"
-
-
-def _url(th: Thresholds) -> str:
-    return th.url.removesuffix("/metrics") if th.url else "URL"
-
-
-def cause_mismatch(th: Thresholds) -> Cause:
-    return Cause(
-        "target/drafter mismatch: the drafter's config.json on the serving host disagrees with "
-        "its target (target_layer_ids, mask_token_id, layer_types, RoPE); a stale or "
-        "never-landed config is common. Position 1 near zero with coherent output is the "
-        "signature",
-        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --target TARGET_DIR "
-        "(add --host HOST for a remote server)",
-    )
-
-
-def cause_swa(th: Thresholds) -> Cause:
-    return Cause(
-        "sliding-window draft layers run as full attention, or with the wrong causality "
-        "(VLLM_USE_V2_MODEL_RUNNER=1 gave 0 % in vllm#49559)",
-        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --engine vllm "
-        "(prints the per-layer causal/window table)",
-    )
-
-
-def cause_thinking(th: Thresholds) -> Cause:
-    return Cause(
-        "thinking mode on a drafter trained without thinking traces (Qwen3 b16 drafters): "
-        "acceptance roughly halves; turn thinking off (enable_thinking=false) or use a "
-        "reasoning drafter",
-        f"dflashctl smoke {_url(th)}",
-    )
-
-
-def cause_quant(th: Thresholds) -> Cause:
-    return Cause(
-        "the target's checkpoint, dtype or quantization differs from the one the drafter was "
-        "trained against (fp16 instead of bf16, an FP8 target)",
-        f'grep -oE "dtype=[^,]+|quantization=[^,]+" {th.source}',
-    )
-
-
-def cause_revision(th: Thresholds) -> Cause:
-    return Cause(
-        "the drafter's weights are not the pinned revision (republished under the same name)",
-        f"dflashctl fetch {_name(th)}",
-    )
-
-
-def cause_weak(th: Thresholds, useful: int | None = None) -> Cause:
-    k = f" with num_speculative_tokens={useful}" if useful else " with a smaller K"
-    return Cause(
-        "a weak or undertrained drafter, or K larger than it can use (positions ≥ 10 are "
-        "rarely accepted, z-lab/dflash#35): fewer proposals may be faster",
-        f"dflashctl bench (compare decode tokens/s{k})",
-    )
-
-
-def cause_long_context(th: Thresholds) -> Cause:
-    return Cause(
-        "long-context cliff: sliding-window draft layers handled as full attention lose "
-        "acceptance as the context grows (later positions fall to 0 beyond ~2k tokens)",
-        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)}; then compare short and "
-        f"long prompts with dflashctl smoke {_url(th)}",
-    )
-
-
-def cause_drift(th: Thresholds) -> Cause:
-    return Cause(
-        "acceptance drift over hours until a restart (seen with EAGLE, vllm#41838)",
-        f"restart the engine and watch: dflashctl metrics {th.source} --follow",
-    )
-
-
-def cause_workload(th: Thresholds) -> Cause:
-    return Cause(
-        "the workload changed or differs from the benchmark (longer prompts, another domain or "
-        "language, sampling temperature): acceptance depends on it",
-        f"dflashctl smoke {_url(th)} (fixed prompts at temperature 0)",
-    )
-
-
-def cause_mask(th: Thresholds) -> Cause:
-    return Cause(
-        "wrong mask_token_id in the drafter's config.json (the field story's 248064 for "
-        "248070): position 1 still accepts because the anchor token is real, every later "
-        "position predicts from a wrong mask embedding and accepts ~0",
-        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --target TARGET_DIR "
-        "(add --host HOST for a remote server)",
-    )
-
-
-def cause_layer_types(th: Thresholds) -> Cause:
-    return Cause(
-        "layer_types / sliding window disagree with training: sliding-window draft layers run "
-        "as full attention (or the reverse), so positions past the window's reach fall to ~0",
-        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --engine vllm "
-        "(prints the per-layer causal/window table)",
-    )
-
-
-def cause_block(th: Thresholds, k: int | None) -> Cause:
-    trained = f" (trained block {th.block_size}: K ≤ {th.block_size - 1})" if th.block_size else ""
-    kk = f" -k {k}" if k else " -k K"
-    return Cause(
-        f"num_speculative_tokens{f' = {k}' if k else ''} is larger than the block the drafter "
-        f"was trained with{trained}: positions past the trained block are never accepted",
-        f"dflashctl doctor --engine vllm --drafter DRAFTER_DIR{kk}",
-    )
-
-
-def cause_known_defects(th: Thresholds) -> Cause:
-    return Cause(
-        "a known engine defect for this drafter's layout (e.g. vllm-cpu-context-k-norm, "
-        "mixed sliding/full drafters on the V1 model runner)",
-        "dflashctl doctor --engine vllm --drafter DRAFTER_DIR (lists the known defects that apply)",
-    )
-
-
-def _method_family(method: object) -> str:
-    """The speculative method a log states → dflash | eagle | mtp | medusa | ngram | draft | ''."""
-    m = str(method or "").strip().lower()
-    if not m or m == "none":
-        return ""
-    if "dflash" in m:
-        return "dflash"
-    if m.startswith("eagle"):
-        return "eagle"
-    if m.endswith("mtp") or m == "nextn":
-        return "mtp"
-    if m == "medusa":
-        return "medusa"
-    if "ngram" in m or m == "suffix":
-        return "ngram"
-    if m in ("draft_model", "standalone"):
-        return "draft"
-    return ""
-
-
-_METHOD_NAMES = {
-    "eagle": "EAGLE",
-    "mtp": "MTP",
-    "medusa": "Medusa",
-    "ngram": "n-gram",
-    "draft": "draft-model",
-}
-
-
-def _grep_cfg(th: Thresholds) -> str:
-    return f"grep -oE 'speculative_config=[^ ]+|speculative_[a-z_]+=[^,]+' {th.source}"
-
-
-def method_causes(family: str, signature: str, th: Thresholds, k: int | None) -> list[Cause]:
-    """Causes for a method other than DFlash: its own failure modes, never the DFlash list."""
-    src = th.source
-    if family == "eagle":
-        head = Cause(
-            "the EAGLE head was trained for another target (base model, revision, chat "
-            "template) or, for EAGLE-3, its auxiliary hidden-state layers or draft vocabulary "
-            "map (d2t) do not match the served target",
-            f"{_grep_cfg(th)}; compare the head's config.json with the target's",
-        )
-        depth = Cause(
-            "num_speculative_tokens deeper than the head drafts well: each EAGLE step feeds on "
-            "its own guesses, so later steps are rarely accepted",
-            "dflashctl bench (compare decode tokens/s with num_speculative_tokens="
-            f"{max(1, (k or 2) // 2)})",
-        )
-        drift = cause_drift(th)
-        if signature == "cliff":
-            return [
-                Cause(
-                    "multi-step drafting broken in this engine build (attention backend or CUDA "
-                    "graphs for the draft steps): step 1 works, the next steps propose garbage",
-                    f"grep -nE 'attention backend|cudagraph|CUDA graph' {src} | head",
-                ),
-                depth,
-                head,
-            ]
-        if signature == "gradual":
-            return [depth, drift, cause_workload(th), head]
-        return [head, cause_quant(th), drift, cause_workload(th)]
-    if family == "mtp":
-        layers = Cause(
-            "num_speculative_tokens larger than the model's MTP layers "
-            "(num_nextn_predict_layers): the extra steps reuse the last layer and accept little",
-            "grep -o '\"num_nextn_predict_layers\": *[0-9]*' TARGET_DIR/config.json",
-        )
-        weights = Cause(
-            "the checkpoint's MTP layer is missing, not loaded or quantized differently (a "
-            "quantized checkpoint that dropped or mis-scaled the MTP weights)",
-            f"grep -niE 'mtp|nextn' {src} | head",
-        )
-        if signature == "cliff":
-            return [layers, weights, cause_quant(th)]
-        if signature == "gradual":
-            return [layers, cause_workload(th), weights]
-        return [weights, cause_quant(th), layers, cause_workload(th)]
-    if family == "medusa":
-        heads = Cause(
-            "num_speculative_tokens larger than the number of Medusa heads, or heads trained "
-            "for another target or revision",
-            f"{_grep_cfg(th)}; compare with the heads' config.json (medusa_num_heads)",
-        )
-        return [heads, cause_quant(th), cause_workload(th)]
-    if family == "ngram":
-        return [
-            Cause(
-                "n-gram lookup accepts only when the output repeats the prompt (code edits, "
-                "RAG, summaries); on open-ended chat it rarely matches. That is the workload, "
-                "not a fault: switch n-gram off for it or use a trained drafter",
-                f"dflashctl smoke {_url(th)} (compare with a prompt that quotes its input)",
-            ),
-            Cause(
-                "prompt_lookup_min / prompt_lookup_max or num_speculative_tokens too large for "
-                "the repetition in this traffic",
-                _grep_cfg(th),
-            ),
-        ]
-    # a separate draft model
-    return [
-        Cause(
-            "the draft model's tokenizer or vocabulary differs from the target's, or it is "
-            "from another model family",
-            f"{_grep_cfg(th)}; compare tokenizer.json / vocab_size of both",
-        ),
-        cause_quant(th),
-        cause_workload(th),
-    ]
-
-
-def signature_of(
-    pp: list[float] | None, th: Thresholds, drafts: int | None = None, *, counted: bool = True
-) -> tuple[str, int | None]:
-    """The shape of a per-position profile: ("dead", None) position 1 under 10 %;
-    ("cliff", j) positions j.. fall to ~0 right after a position that still accepted
-    (≥ 5 %, and the drop is to under a tenth of it) in at least `cliff_min_count` of the
-    `drafts` (when known and `counted`): a config signature; ("gradual", None) anything else
-    that decays; ("unknown", None) without a profile. With `drafts` known, a position that one
-    draft accepted (1 of 30 reads 3.3 %) is ~0 too: one draft is no evidence of a rate."""
-    if not pp:
-        return "unknown", None
-    if pp[0] < 0.1:
-        return "dead", None
-
-    def zero(x: float) -> bool:
-        return x <= th.weak_position_rate or (drafts is not None and x * drafts < 1.5)
-
-    for j in range(1, len(pp)):
-        if (
-            zero(pp[j])
-            and pp[j - 1] >= th.cliff_from
-            and (
-                pp[j] <= th.cliff_drop * pp[j - 1] or (drafts is not None and pp[j] * drafts < 1.5)
-            )
-            and all(zero(x) for x in pp[j:])
-            and (drafts is None or not counted or pp[j - 1] * drafts >= th.cliff_min_count)
-        ):
-            return "cliff", j + 1
-    return "gradual", None
-
-
-def dflash_causes(signature: str, at: int | None, th: Thresholds, k: int | None) -> list[Cause]:
-    """DFlash (and a method the log does not state): config causes first for a dead position 1
-    or a cliff, the drafter's own strength first for a gradual decay."""
-    if signature == "dead":
-        return [cause_mismatch(th), cause_swa(th), cause_thinking(th), cause_quant(th)]
-    if signature == "cliff":
-        block_first = th.block_size is not None and k is not None and k > th.block_size - 1
-        if block_first:
-            order = [cause_block(th, k), cause_mask(th), cause_layer_types(th)]
-        elif at == 2:
-            order = [cause_mask(th), cause_layer_types(th), cause_block(th, k)]
-        else:
-            order = [cause_layer_types(th), cause_block(th, k), cause_mask(th)]
-        return [*order, cause_known_defects(th), cause_weak(th, (at or 2) - 1)]
-    if signature == "gradual":
-        return [cause_weak(th), cause_thinking(th), cause_mismatch(th), cause_quant(th)]
-    return [cause_thinking(th), cause_mismatch(th), cause_weak(th), cause_quant(th)]
-
-
-def causes_for(
-    family: str, signature: str, at: int | None, th: Thresholds, k: int | None
-) -> list[Cause]:
-    if family and family != "dflash":
-        return method_causes(family, signature, th, k)
-    return dflash_causes(signature, at, th, k)
-
-
-def cause_batch_off(th: Thresholds, limit: int | None) -> Cause:
-    at = f" (disable_by_batch_size = {limit})" if limit else ""
-    return Cause(
-        f"speculation disabled for large batches{at}: the engine verifies no drafts while this "
-        "many requests run, so each step commits exactly one token (accept len 1.00). "
-        "Expected, not a fault; judge acceptance at smaller batches",
-        f"{_grep_cfg(th)}; then dflashctl smoke {_url(th)} (one request at a time)",
-    )
-
 
 # ---- rules ---------------------------------------------------------------------------------
 
@@ -382,7 +65,7 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
     if state.startup_after_last_window is not None and not th.follow:
         return findings  # the numbers describe an earlier launch: judge nothing else
     cfg = state.spec_config or {}
-    family = _method_family(cfg.get("method"))
+    family = method_family(cfg.get("method"))
     if not family and str(cfg.get("model") or cfg.get("draft_model") or "") == "[ngram]":
         family = "ngram"  # vLLM V0: SpeculativeConfig(draft_model='[ngram]', …)
     if th.drafter and (state.expected is None or state.expected.found_by == "--drafter"):
@@ -466,7 +149,7 @@ class _Ctx:
         return causes_for(self.family, sig, at, self.th, w.k)
 
     def method_note(self) -> str:
-        name = _METHOD_NAMES.get(self.family)
+        name = METHOD_NAMES.get(self.family)
         return f" (method {name}, as the log states)" if name else ""
 
 
@@ -655,7 +338,7 @@ def _looping(ws: list[SpecWindow], th: Thresholds) -> list[Finding]:
                 Cause(
                     "a generation loop: the output repeats (reasoning loop, max_tokens reached "
                     "on repeated text); check finish_reason and the text",
-                    f"dflashctl smoke {_url(th)} (shows content and finish reason)",
+                    f"dflashctl smoke {server_url(th)} (shows content and finish reason)",
                 )
             ],
         )
@@ -936,7 +619,7 @@ def _stale(state: MetricsState, th: Thresholds) -> list[Finding]:
                     Cause(
                         "the server restarted (or this log is from an older run) and has had no "
                         "traffic since; or it is still starting",
-                        f"dflashctl smoke {_url(th)}, then read the current log again",
+                        f"dflashctl smoke {server_url(th)}, then read the current log again",
                     ),
                     Cause(
                         "stats logging is off in the new launch (--disable-log-stats)",
@@ -964,7 +647,7 @@ def _stale(state: MetricsState, th: Thresholds) -> list[Finding]:
                 Cause(
                     "with data parallelism or several API servers some engines' metrics lines "
                     "go missing (vllm-ascend#10049); the /metrics counters are authoritative",
-                    f"dflashctl metrics {_url(th)}/metrics",
+                    f"dflashctl metrics {server_url(th)}/metrics",
                 ),
                 Cause(
                     "requests are served without drafting (speculation disabled for them, or "
@@ -1028,7 +711,7 @@ def _no_windows(state: MetricsState, th: Thresholds) -> list[Finding]:
             [
                 Cause(
                     "no traffic: engines log spec metrics only for intervals with drafted tokens",
-                    f"dflashctl smoke {_url(th)}, then read again",
+                    f"dflashctl smoke {server_url(th)}, then read again",
                 ),
                 Cause(
                     "stats logging is off (vLLM --disable-log-stats) or this is not the engine's "

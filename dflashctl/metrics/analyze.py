@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from dflashctl.errors import DflashError, InputError, UsageError, require_finite
-from dflashctl.metrics.alarms import Thresholds, evaluate
+from dflashctl.metrics.alarms import evaluate
 from dflashctl.metrics.scanner import ENGINES, LogScanner
+from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import Cause, Expected, MetricsReport, MetricsState
 
 CHUNK = 8 << 20

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.errors import DflashError, InputError
-from dflashctl.metrics.alarms import Thresholds, evaluate
+from dflashctl.metrics.alarms import evaluate
 from dflashctl.metrics.analyze import (
     MetricsOptions,
     is_url,
@@ -29,6 +29,7 @@ from dflashctl.metrics.analyze import (
     thresholds_for,
 )
 from dflashctl.metrics.scanner import LogScanner
+from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import Finding, MetricsReport, MetricsState, SpecWindow
 
 ROTATED = "rotated"

@@ -27,9 +27,10 @@ from typing import Any
 
 from dflashctl.errors import InputError, ServerError
 from dflashctl.metrics import prom
-from dflashctl.metrics.alarms import Thresholds, evaluate
+from dflashctl.metrics.alarms import evaluate
 from dflashctl.metrics.analyze import open_log
 from dflashctl.metrics.scanner import LogScanner
+from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import Cause, Finding, MetricsState, SpecWindow, aggregate
 
 Sleep = Callable[[float], None]

@@ -16,15 +16,8 @@ from dflashctl.errors import DflashError, UsageError
 from dflashctl.hosts import offline_host, open_host
 from dflashctl.hosts.ssh import SSHOptions
 from dflashctl.playbook import Playbook, deployment_name, load_playbook
-from dflashctl.server.launch import (
-    LaunchResult,
-    OnEvent,
-    Plan,
-    ServeOptions,
-    launch,
-    plan,
-    serve_foreground,
-)
+from dflashctl.server.launch import LaunchResult, OnEvent, launch, serve_foreground
+from dflashctl.server.plan import Plan, ServeOptions, plan
 
 
 @dataclass

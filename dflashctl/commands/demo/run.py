@@ -256,7 +256,8 @@ def _serve_and_smoke(
     from dflashctl.hosts import open_host
     from dflashctl.server import deployments as state
     from dflashctl.server.control import stop_deployment
-    from dflashctl.server.launch import ServeOptions, launch, plan
+    from dflashctl.server.launch import launch
+    from dflashctl.server.plan import ServeOptions, plan
 
     opts = ServeOptions(
         engine="local",

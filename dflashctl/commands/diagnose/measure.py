@@ -183,8 +183,8 @@ def measure_server(
     """Send each prompt (streamed, temperature 0) and read the drafts of exactly that request
     from /metrics (counter deltas); without usable /metrics, the log lines over all requests."""
     from dflashctl.metrics import prom
-    from dflashctl.metrics.alarms import Thresholds
     from dflashctl.metrics.spec_probe import LogProbe, PromProbe
+    from dflashctl.metrics.thresholds import Thresholds
     from dflashctl.server.client import list_models, make_client, stream_chat
 
     th = Thresholds(url=base)
@@ -370,7 +370,8 @@ def measure_on_host(
     from dflashctl.hosts.tunnel import Tunnel
     from dflashctl.server import deployments as state
     from dflashctl.server.control import stop_on_host
-    from dflashctl.server.launch import Event, ServeOptions, launch, plan
+    from dflashctl.server.launch import Event, launch
+    from dflashctl.server.plan import ServeOptions, plan
 
     port = _free_remote_port(host)
     name = f"diagnose-ref-{port}"

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from dflashctl.metrics.alarms import Thresholds
+from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import MetricsReport
 from dflashctl.plots import pyplot, save_png
 

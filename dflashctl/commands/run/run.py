@@ -135,7 +135,7 @@ OnStep = Callable[[StepEvent], None]
 class HostPlan:
     """What one host of a playbook runs: serve options plus the run sections."""
 
-    serve: Any  # serve.launch.ServeOptions
+    serve: Any  # server.plan.ServeOptions
     fetch: dict[str, Any] = field(default_factory=dict)
     verify: dict[str, Any] = field(default_factory=dict)
     smoke: dict[str, Any] = field(default_factory=dict)
@@ -211,7 +211,7 @@ def _timed(run: HostRun, name: str, on_step: OnStep | None, fn: Callable[[], Ste
 def run_host(hp: HostPlan, *, teardown: bool = False, on_step: OnStep | None = None) -> HostRun:
     """All steps on one host; stops at the first that fails."""
     from dflashctl.hosts import open_host
-    from dflashctl.server.launch import plan
+    from dflashctl.server.plan import plan
 
     opts = replace(hp.serve)
     label = opts.host or "local"

@@ -140,7 +140,7 @@ def serve(
     from dflashctl.hosts.ssh import SSHOptions
     from dflashctl.playbook import find_playbook
     from dflashctl.server.book import options_from_playbook
-    from dflashctl.server.launch import ServeOptions
+    from dflashctl.server.plan import ServeOptions
 
     check_host_spec(host)
     set_command_ssh(ssh_config, accept_new_host_key)

@@ -22,7 +22,6 @@ from typing import Any
 from dflashctl.commands.smoke import checks as ck
 from dflashctl.errors import UsageError, require_finite
 from dflashctl.fixtures import Prompt, load_prompts
-from dflashctl.metrics.alarms import Thresholds
 from dflashctl.metrics.analyze import MetricsOptions, thresholds_for
 from dflashctl.metrics.expected import by_server
 from dflashctl.metrics.spec_probe import (
@@ -37,6 +36,7 @@ from dflashctl.metrics.spec_probe import (
     PromProbe,
     SpecResult,
 )
+from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import Finding
 from dflashctl.report import Row, rows_ok
 from dflashctl.server.client import Completion, list_models, make_client, stream_chat
