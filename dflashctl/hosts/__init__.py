@@ -2,14 +2,22 @@
 
 `open_host(spec)` is the way in. Modules: `host` (the `Host` vocabulary and `LocalHost`), `ssh`
 (paramiko: `SSHHost`, config, keys, known hosts, commands, files), `tunnel` (a local port
-forwarded to a remote one), `facts` (the script a host runs to report its facts, sent as
-`FACTS_SCRIPT`'s text to the host's Python).
+forwarded to a remote one), `spec` (what `--host` may name; the command's SSH options), `facts`
+(the script a host runs to report its facts, sent as `FACTS_SCRIPT`'s text to the host's Python).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dflashctl.hosts.spec import (
+    COMMAND_SSH,
+    LISTEN_ADDRESSES,
+    LOOPBACK,
+    check_host_spec,
+    set_command_ssh,
+)
 
 if TYPE_CHECKING:
     from dflashctl.hosts.host import Host
@@ -18,39 +26,16 @@ if TYPE_CHECKING:
 
 FACTS_SCRIPT = Path(__file__).with_name("facts.py")  # sent to a host's Python as -c
 
-
-# The running command's --ssh-config / --accept-new-host-key: every SSH connection it opens
-# uses them, whoever builds its SSHOptions (an explicit SSHOptions field still wins; the
-# environment, DFLASHCTL_SSH_CONFIG / DFLASHCTL_ACCEPT_NEW_HOST_KEY, comes after).
-COMMAND_SSH: dict[str, Any] = {}
-
-
-def set_command_ssh(ssh_config: str | None = None, accept_new_host_key: bool = False) -> None:
-    """Set by each command from its SSH options (cleared for every command by the CLI)."""
-    COMMAND_SSH.clear()
-    COMMAND_SSH.update(ssh_config=ssh_config, accept_new_host_key=accept_new_host_key)
-
-
-# Addresses a server listens on, not machines to reach: `vllm serve --host 0.0.0.0` habits.
-LISTEN_ADDRESSES = ("0.0.0.0", "::", "[::]", "*")
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
-
-
-def check_host_spec(spec: str | None) -> None:
-    """Refuse a listen address given to `--host` (it names the machine reached over SSH), before
-    anything connects. Loopback is refused too unless it says how to reach sshd
-    (`user@127.0.0.1` or `127.0.0.1:2222`): bare, it is a `vllm serve --host` habit."""
-    from dflashctl.errors import UsageError
-
-    if spec is None:
-        return
-    bare = spec.strip()
-    if bare in LISTEN_ADDRESSES or bare in LOOPBACK:
-        what = "a listen address" if bare in LISTEN_ADDRESSES else "this machine's loopback"
-        raise UsageError(
-            f"--host {bare} is {what}: dflashctl's --host is the machine to run on over SSH",
-            f"leave --host out to run here; the server's listen address is serve --bind {bare}",
-        )
+__all__ = [
+    "COMMAND_SSH",
+    "FACTS_SCRIPT",
+    "LISTEN_ADDRESSES",
+    "LOOPBACK",
+    "check_host_spec",
+    "offline_host",
+    "open_host",
+    "set_command_ssh",
+]
 
 
 def open_host(

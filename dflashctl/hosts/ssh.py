@@ -62,7 +62,7 @@ class SSHOptions:
     timeout: float = 10.0
 
     def config_path(self) -> Path | None:
-        from dflashctl.hosts import COMMAND_SSH
+        from dflashctl.hosts.spec import COMMAND_SSH
 
         path = (
             self.ssh_config
@@ -78,7 +78,7 @@ class SSHOptions:
         return default if default.is_file() else None
 
     def accept_new(self) -> bool:
-        from dflashctl.hosts import COMMAND_SSH
+        from dflashctl.hosts.spec import COMMAND_SSH
 
         return (
             self.accept_new_host_key
@@ -311,7 +311,7 @@ class SSHHost(Host):
 
     @classmethod
     def connect(cls, spec: str, opts: SSHOptions | None = None) -> SSHHost:
-        from dflashctl.hosts import check_host_spec
+        from dflashctl.hosts.spec import check_host_spec
 
         check_host_spec(spec)  # `--host 0.0.0.0` is a listen address, never a machine to reach
         opts = opts or SSHOptions()

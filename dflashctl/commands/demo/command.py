@@ -28,8 +28,9 @@ def demo(
     changed layer_types) is served and collapses; verify-config names the fields; --fix
     repairs them; served again, acceptance is healthy. Every figure is measured.
     """
+    from dflashctl.commands.demo.render import render_demo, story_line
     from dflashctl.commands.demo.run import run_demo
-    from dflashctl.commands.run.render import render_demo, step_line, story_line
+    from dflashctl.commands.run.render import step_line
     from dflashctl.commands.views import setup_line
 
     report = run_demo(

@@ -6,7 +6,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dflashctl.commands.demo.run import DemoReport, StoryStep
 from dflashctl.commands.run.run import RunReport, StepEvent
 from dflashctl.console import err, out, styled
 
@@ -27,17 +26,6 @@ def step_line(ev: StepEvent, console: Console = err) -> None:
     )
     if r.hint and r.status != "ok":
         console.print(f"      [dim]hint:[/dim] {escape(r.hint)}", soft_wrap=True)
-
-
-def story_line(step: StoryStep, console: Console = err) -> None:
-    mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
-    console.print(
-        f"  {mark} [bold]{escape(step.name)}[/bold]  {escape(step.summary)} "
-        f"[dim]({step.seconds:.1f} s)[/dim]",
-        soft_wrap=True,
-    )
-    for d in step.details:
-        console.print(f"      {escape(d)}", soft_wrap=True)
 
 
 def _f(x: float | None, fmt: str) -> str:
@@ -86,20 +74,3 @@ def render_run(report: RunReport, console: Console = out) -> None:
                 f"[dim]{name} is still serving at {h.url} (pid {h.pid}); "
                 f"stop it with: dflashctl stop {name}[/dim]"
             )
-
-
-def render_demo(report: DemoReport, console: Console = out) -> None:
-    console.print(run_table(report.run))
-    if report.story:
-        t = Table(title="the field story on the demo pair", title_justify="left")
-        t.add_column("step", no_wrap=True)
-        t.add_column("")
-        t.add_column("what happened")
-        for s in report.story:
-            t.add_row(escape(s.name), "✓" if s.ok else "✗", escape(s.summary))
-        console.print(t)
-    verdict = "[green]demo passed[/green]" if report.ok else "[red]demo found a problem[/red]"
-    console.print(verdict)
-    console.print("\n[bold]Next, on your own servers:[/bold]")
-    for c in report.next_commands:
-        console.print(f"  {escape(c)}", soft_wrap=True)
