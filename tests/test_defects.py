@@ -48,6 +48,18 @@ def test_catalogue_loads_with_the_required_entries():
         assert all(c.name in PREDICATES for c in d.conditions)
 
 
+def test_every_alarm_kind_mapped_to_effects_is_one_metrics_raises():
+    """The catalogue maps `dflashctl metrics` finding kinds to defect effects: a kind it names
+    must be one the rules produce (a misspelt kind would silently never match)."""
+    import re
+
+    import dflashctl.metrics.alarms as alarms
+    from dflashctl.defects.catalogue import ALARM_EFFECTS
+
+    kinds = set(re.findall(r'Finding\(\s*"([a-z_]+)"', Path(alarms.__file__).read_text("utf-8")))
+    assert set(ALARM_EFFECTS) <= kinds
+
+
 def test_unknown_bounds_stay_unknown():
     d = load_catalogue().get("vllm-aux-layer-off-by-one")
     assert d.versions.introduced is None and d.versions.fixed is None

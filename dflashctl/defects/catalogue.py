@@ -70,7 +70,7 @@ ALARM_EFFECTS: dict[str, tuple[str, ...]] = {
     "collapse": ("zero_acceptance", "low_acceptance", "wrong_layers"),
     "below_expected": ("low_acceptance", "wrong_layers", "long_context_cliff"),
     "decay": ("long_context_cliff",),
-    "weak_positions": ("low_acceptance", "long_context_cliff"),
+    "weak_later_positions": ("low_acceptance", "long_context_cliff"),
     "no_speculation": ("startup_failure", "crash_on_request", "crash"),
     "position_cliff": ("low_acceptance", "wrong_layers", "long_context_cliff"),
     "engine_crash": ("crash_on_request", "crash"),
