@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from st_files import dflash_tensors, qwen36_27b_tensors, write_safetensors  # noqa: E402
+from support.safetensors_files import dflash_tensors, qwen36_27b_tensors, write_safetensors  # noqa: E402
 
 HELP_GOAL_S = 0.25
 RATIO_GOAL = 1.5

@@ -29,9 +29,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from support.pairs import DEMO_DRAFTER, demo_target
+from support.vllm_server import VllmServer
+
 from dflashctl.drafter.stale import write_stale_copy
-from tests.demo_pairs import DEMO_DRAFTER, demo_target
-from tests.vllm_harness import VllmServer
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "data" / "vllm032_demo"

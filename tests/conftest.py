@@ -1,8 +1,11 @@
-"""Shared fixtures: an isolated environment for every test and a CLI runner."""
+"""Shared fixtures: an isolated environment for every test, a CLI runner, and `stop_all`.
+
+Helpers the tests import live in tests/support/ (see its __init__.py)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,15 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
+
+
+@pytest.fixture
+def stop_all() -> Iterator[None]:
+    """Stop every deployment a test left behind (by recorded pid, like `dflashctl stop --all`)."""
+    yield
+    from dflashctl.server.control import stop
+
+    stop([], all_=True, grace=2.0)
 
 
 def cli_env(**extra: str) -> dict[str, str]:

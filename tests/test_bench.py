@@ -1,5 +1,5 @@
 """`dflashctl bench` against the REAL bundled engine: two servers on 127.0.0.1 on a tiny random
-pair (tests/smoke_pair.py), started the way users start them, with `dflashctl serve --detach`:
+pair (tests/support/pairs.py), started the way users start them, with `dflashctl serve --detach`:
 `spec` (the DFlash drafter, by deployment name) and `plain` (`--spec none`, from a playbook).
 
 Speed is printed, never asserted: the figures come from a loaded 2-core machine. What is
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_util import run_json, run_main
-from sshd_fixture import free_port
+from support.cli import run_json, run_main
+from support.startup import free_port
 
 pytest.importorskip("torch")
 pytest.importorskip("fastapi")
@@ -41,7 +41,7 @@ def _dflashctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """{"home": DFLASHCTL_HOME, "spec": url, "plain": url, "playbook": path} for the module."""
-    from smoke_pair import write_tiny_pair
+    from support.pairs import write_tiny_pair
 
     root = tmp_path_factory.mktemp("bench")
     target, drafter = write_tiny_pair(root / "pair")

@@ -1,4 +1,4 @@
-"""`dflashctl bench` against small real HTTP servers on 127.0.0.1 (tests/smoke_servers.py): a
+"""`dflashctl bench` against small real HTTP servers on 127.0.0.1 (tests/support/engine_http.py): a
 target without /metrics (acceptance unknown, not a crash), a server that answers 500 (exit 1,
 the run goes on), bad input (exit 2, one line, before any request), and the statistics."""
 
@@ -8,8 +8,8 @@ import json
 import re
 
 import pytest
-from metrics_util import run_main
-from smoke_servers import HEALTHY, Behaviour, serve_many
+from support.cli import run_main
+from support.engine_http import HEALTHY, Behaviour, serve_many
 
 from dflashctl.commands.bench.session import BenchOptions, geomean, median, percentile
 from dflashctl.commands.bench.targets import parse_concurrency

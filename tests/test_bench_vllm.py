@@ -1,5 +1,5 @@
 """The vLLM tier of `dflashctl bench`: real vLLM 0.32.0 (CPU build, `.venv-vllm`, started by
-tests/vllm_harness.py) serving a tiny random pair (head_dim 64) with its DFlash drafter,
+tests/support/vllm_server.py) serving a tiny random pair (head_dim 64) with its DFlash drafter,
 measured against the bundled engine's `--spec none` server on the same weights.
 
 What only real vLLM shows: the engine is recognised from its `/version`, acceptance comes from
@@ -14,10 +14,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from metrics_util import run_main
+from support.cli import run_main
+from support.vllm_server import VLLM_BIN, VllmServer
 from test_smoke_engine import EngineServer
-
-from tests.vllm_harness import VLLM_BIN, VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -28,19 +27,19 @@ pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def pair_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    import smoke_pair
+    from support import pairs
 
     root = tmp_path_factory.mktemp("bench-vllm")
     # vLLM's CPU attention refuses the tiny pair's head_dim 16 ("Unsupported CPU attention
     # configuration: head_dim=16") at the first drafted step; 64 is one it has kernels for.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(smoke_pair, "HEAD_DIM", 64)
-        target, drafter = smoke_pair.write_tiny_pair(root / "pair")
+        mp.setattr(pairs, "HEAD_DIM", 64)
+        target, drafter = pairs.write_tiny_pair(root / "pair")
     vllm = VllmServer(
         target,
         drafter,
         root / "vllm.log",
-        num_speculative_tokens=smoke_pair.BLOCK_SIZE - 1,
+        num_speculative_tokens=pairs.BLOCK_SIZE - 1,
         name="tiny",
     )
     plain = None

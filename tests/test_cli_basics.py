@@ -58,7 +58,7 @@ def test_usage_error_exits_2(runner):
 )
 def test_json_on_error_is_json_on_stdout(monkeypatch, capsys, args, needle):
     """`--json` that fails still gives `| jq` an object: ok false, the error, the hint; exit 2."""
-    from serve_util import run_main
+    from support.cli import run_main
 
     code, out, err = run_main(monkeypatch, capsys, *args)
     assert code == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from drafter_files import drafter_config, write_checkpoint, write_drafter
+from support.drafter_files import drafter_config, write_checkpoint, write_drafter
 
 from dflashctl.defects.catalogue import load_catalogue, parse_catalogue
 from dflashctl.defects.k_norm import read_k_norm

@@ -19,10 +19,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.cli import run_main
 
 from dflashctl import demo_target
 from dflashctl.drafter.registry import FileSpec, get_entry
-from tests.serve_util import run_main
 
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")

@@ -3,7 +3,7 @@
 /metrics, a real log); the reference is the bundled engine in this process on the same
 directories. Verdicts come from what they measure:
 
-- an always-accepting pair (tests/smoke_pair.py with both final norms zeroed: target and drafter
+- an always-accepting pair (tests/support/pairs.py with both final norms zeroed: target and drafter
   both predict token 0, so every draft is accepted) → healthy, exit 0;
 - the random tiny pair (accepts nothing, on both engines) → drafter, exit 1;
 - a stale copy of its drafter config (`stale.write_stale_copy(…, ("mask",))`) served → config:
@@ -23,8 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from diagnose_util import MAX_TOKENS, served, write_accepting_pair
-from metrics_util import run_main
+from support.cli import run_main
+from support.pairs import write_accepting_pair
+from support.served_engine import MAX_TOKENS, served
 
 pytest.importorskip("torch")
 pytest.importorskip("fastapi")
@@ -42,7 +43,7 @@ def _one_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from smoke_pair import write_tiny_pair
+    from support.pairs import write_tiny_pair
 
     return write_tiny_pair(tmp_path_factory.mktemp("pair"))
 
@@ -153,8 +154,9 @@ def test_demo_pair_is_healthy_against_its_registry_floor(monkeypatch, capsys):
     """The shipped demo pair (SmolLM2-135M-Instruct + its drafter): real accepted drafts, per
     position identical on both engines, the floor from the registry entry verify-config
     identifies."""
+    from support.pairs import demo_pair
+
     from dflashctl.drafter.registry import get_entry
-    from tests.demo_pairs import demo_pair
 
     target, drafter = demo_pair()
     with served(target, drafter, "dg-demo") as (url, log):

@@ -2,7 +2,7 @@
 checkpoints (serve's launch over SSH, on the host's paths), bound to 127.0.0.1 there, reached
 through an SSH forward (dflashctl/hosts/tunnel.py), and stopped by pid afterwards.
 
-The "host" is this machine through a real OpenSSH sshd on 127.0.0.1 (tests/sshd_fixture.py);
+The "host" is this machine through a real OpenSSH sshd on 127.0.0.1 (tests/support/sshd.py);
 production is the real bundled engine serving the always-accepting tiny pair locally.
 """
 
@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from diagnose_util import MAX_TOKENS, served, write_accepting_pair
-from metrics_util import run_main
-from sshd_fixture import Sshd, sshd_server
+from support.cli import run_main
+from support.pairs import write_accepting_pair
+from support.served_engine import MAX_TOKENS, served
+from support.sshd import Sshd, sshd_server
 
 from dflashctl.server import deployments as state
 

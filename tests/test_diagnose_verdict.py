@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from drafter_files import write_drafter
+from support.drafter_files import write_drafter
 
 from dflashctl.commands.diagnose.facts import (
     NOTE,
@@ -261,7 +261,7 @@ def test_the_served_drafter_directory_against_the_given_one():
 
 
 def test_mask_token_against_the_tiny_tokenizer(tmp_path: Path):
-    from smoke_pair import write_tiny_pair
+    from support.pairs import write_tiny_pair
 
     target, _ = write_tiny_pair(tmp_path)
     tok = json.loads((target / "tokenizer.json").read_text())

@@ -1,7 +1,7 @@
 """The vLLM tier of `dflashctl diagnose`: real vLLM 0.32.0 (CPU build, `.venv-vllm`, started by
-tests/vllm_harness.py, float32) serving the shipped pair (SmolLM2-135M-Instruct and its DFlash
-drafter, K = 15; tests/demo_pairs.py) is production; the reference is the bundled engine in
-this process on the same directories, judged against the registry's entry `demo`.
+tests/support/vllm_server.py, float32) serving the shipped pair (SmolLM2-135M-Instruct and its
+DFlash drafter, K = 15; tests/support/pairs.py) is production; the reference is the bundled engine
+in this process on the same directories, judged against the registry's entry `demo`.
 
 vLLM's CPU `rms_norm` gives every drafter layer's context keys layer 0's `k_norm` (shared docs
 vllm-cpu.md §6b). `scaled_k_norm` rescales the k_norm of layers 1.. by SCALE and their q_norm by
@@ -28,10 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from metrics_util import run_main
-
-from tests.demo_pairs import DEMO_DRAFTER, DEMO_PROMPTS, demo_target
-from tests.vllm_harness import VLLM_BIN, VllmServer
+from support.cli import run_main
+from support.pairs import DEMO_DRAFTER, DEMO_PROMPTS, demo_target
+from support.vllm_server import VLLM_BIN, VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

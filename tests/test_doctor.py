@@ -19,9 +19,10 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 
 import pytest
-from drafter_files import drafter_config, write_drafter
+from support.cli import run_main
+from support.drafter_files import drafter_config, write_drafter
 
-from dflashctl.cli import app, main
+from dflashctl.cli import app
 from dflashctl.commands.doctor.facts import parse_apps_csv, parse_gpu_csv
 from dflashctl.commands.doctor.render import render_doctor
 from dflashctl.commands.doctor.report import DoctorOptions, DoctorReport, GpuFacts
@@ -524,16 +525,6 @@ def test_warnings_never_fail_only_errors_do(capsys):
     assert not failed.ok and failed.to_json()["checks"][2]["level"] == "fail"
     render_doctor(failed)
     assert "PROBLEMS: 1 error(s), 1 warning(s)" in capsys.readouterr().out
-
-
-def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """The console-script entry point in-process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["dflashctl", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
 
 
 @pytest.mark.parametrize(

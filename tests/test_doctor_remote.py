@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from drafter_files import write_drafter
-from sshd_fixture import Sshd, sshd_server
+from support.drafter_files import write_drafter
+from support.sshd import Sshd, sshd_server
 
 from dflashctl.commands.doctor.report import DoctorOptions
 from dflashctl.commands.doctor.run import run_doctor

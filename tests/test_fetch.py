@@ -1,6 +1,6 @@
 """dflashctl fetch: the real huggingface_hub client against a Hub-compatible server on 127.0.0.1.
 
-The server (tests/hub_server.py) serves repos the tests build on disk: a tiny DFlash drafter
+The server (tests/support/hub.py) serves repos the tests build on disk: a tiny DFlash drafter
 whose weights are real safetensors files written with the safetensors library, in several
 commits (the original, a re-upload of the weights under the same name, a stale config on a
 branch). A temporary registry (`DFLASHCTL_PLAYBOOKS`) pins the original commit and its sha256s.
@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hub_server import HubRepos, HubServer
 from safetensors.numpy import save
-from st_files import dflash_tensors
+from support.cli import run_main
+from support.hub import HubRepos, HubServer
+from support.safetensors_files import dflash_tensors
 
-from dflashctl.cli import main
 from dflashctl.commands.fetch.remote import push_to_host
 from dflashctl.commands.fetch.target import STAGING_NAME
 from dflashctl.drafter.registry import LOCK_NAME
@@ -195,16 +195,6 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     yield h
     h.server.stop()
-
-
-def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """The console-script entry point in-process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["dflashctl", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
 
 
 def fetch(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

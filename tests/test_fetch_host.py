@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-sshd_fixture = pytest.importorskip("sshd_fixture")
+sshd_fixture = pytest.importorskip("support.sshd")
 
-from sshd_fixture import sshd_server  # noqa: E402
+from support.sshd import sshd_server  # noqa: E402
 from test_fetch import LOCK_NAME, fetch, hub, listing, one_line_error  # noqa: E402, F401
 
 from dflashctl.hosts.ssh import SSHHost  # noqa: E402

@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from drafter_files import drafter_config
-from hostile import assert_clean_error, dflashctl
+from support.drafter_files import drafter_config
+from support.hostile import assert_clean_error, dflashctl
 
 MEM = 1536 << 20
 

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from hostile import assert_clean_error, dflashctl, snapshot
+from support.hostile import assert_clean_error, dflashctl, snapshot
 
 from dflashctl.errors import OutputError
 from dflashctl.files import write_atomic, write_json_atomic
@@ -165,7 +165,7 @@ class TestFullDisk:
         assert [p.name for p in tmp_path.iterdir()] == ["chart.png"]  # no temp file left
 
     def test_fix_on_a_full_disk_leaves_the_config(self, tmp_path: Path):
-        from drafter_files import drafter_config
+        from support.drafter_files import drafter_config
 
         d = tmp_path / "drafter"
         d.mkdir()

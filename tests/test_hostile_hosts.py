@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hostile import assert_clean_error, dflashctl
+from support.hostile import assert_clean_error, dflashctl
 
 
 @pytest.mark.parametrize("command", [("doctor",), ("verify-config", "drafter")])
@@ -56,7 +56,7 @@ def test_a_password_in_a_url_is_never_printed(args: tuple[str, ...]):
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory):
-    from sshd_fixture import sshd_server
+    from support.sshd import sshd_server
 
     yield from sshd_server(tmp_path_factory)
 
@@ -67,7 +67,7 @@ def test_writes_over_ssh_refuse_what_is_not_a_regular_file(sshd, tmp_path: Path,
     directory, or a symlink to one is refused; nothing there changes."""
     import os
 
-    from hostile import snapshot
+    from support.hostile import snapshot
 
     from dflashctl.errors import OutputError
     from dflashctl.hosts.ssh import SSHHost, SSHOptions

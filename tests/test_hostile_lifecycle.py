@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_engine import make_python
-from hostile import TREE, dflashctl
-from serve_util import stop_all  # noqa: F401  (fixture)
-from sshd_fixture import free_port
+from support.engine_process import make_python
+from support.hostile import TREE, dflashctl
+from support.startup import free_port
 
 from dflashctl.server import deployments as state
 

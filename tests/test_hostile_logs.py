@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hostile import assert_clean_error, dflashctl
+from support.hostile import assert_clean_error, dflashctl
 
 DATA = Path(__file__).resolve().parent / "data" / "metrics"
 MEM = 1536 << 20
@@ -85,7 +85,7 @@ def test_closed_stdin(follow: tuple[str, ...]):
     import subprocess
     import sys
 
-    from hostile import TREE
+    from support.hostile import TREE
 
     env = dict(os.environ, PYTHONPATH=str(TREE))
     proc = subprocess.run(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hostile import assert_clean_error, dflashctl
+from support.hostile import assert_clean_error, dflashctl
 
 LOG = str(Path(__file__).resolve().parent / "data" / "metrics" / "vllm_034_healthy.log")
 DEAD = "http://127.0.0.1:9"  # nothing listens: an option error must come first

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hostile import assert_clean_error, dflashctl
+from support.hostile import assert_clean_error, dflashctl
 
 MEM = 1536 << 20
 

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from hostile import assert_clean_error, dflashctl, snapshot
+from support.hostile import assert_clean_error, dflashctl, snapshot
 from test_hostile_config import drafter
 
 
@@ -32,7 +32,7 @@ class TestSafetensors:
         assert snapshot(d) == before
 
     def test_safetensors_metadata_values_must_be_strings(self, tmp_path: Path):
-        from st_files import header_bytes
+        from support.safetensors_files import header_bytes
 
         d = drafter(tmp_path)
         head, size = header_bytes({"fc.weight": ("F32", [2, 2])}, {"format": 1})  # type: ignore[dict-item]

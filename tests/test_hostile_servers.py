@@ -4,7 +4,7 @@ capped (after decompression), and `--timeout` bounds each request by the wall cl
 from __future__ import annotations
 
 import pytest
-from hostile import (
+from support.hostile import (
     HostileServer,
     assert_clean_error,
     dflashctl,
@@ -119,7 +119,7 @@ class TestBench:
     def test_one_target_timing_out_is_a_failed_cell_not_a_traceback(self):
         import json
 
-        from smoke_servers import Behaviour, FakeEngine
+        from support.engine_http import Behaviour, FakeEngine
 
         good, bad = FakeEngine(), FakeEngine(Behaviour(mode="hang"))
         try:

@@ -1,4 +1,4 @@
-"""`dflashctl install --host H` against a real OpenSSH sshd on 127.0.0.1 (sshd_fixture.py): the
+"""`dflashctl install --host H` against a real OpenSSH sshd on 127.0.0.1 (support/sshd.py): the
 wheel is copied over SFTP, a venv is made there, pip installs the wheel, and the version is read
 back from the host's interpreter. The wheel is made here from the package's own files (a wheel
 is a zip with its dist-info), so no build backend or network is needed; `--no-deps` keeps pip
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_util import run_main
-from sshd_fixture import Sshd, sshd_server
+from support.cli import run_main
+from support.sshd import Sshd, sshd_server
 
 import dflashctl
 

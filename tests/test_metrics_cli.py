@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from metrics_util import DATA, run_main
+from support.cli import run_main
+from support.vllm_metrics import DATA
 
 from dflashctl.cli import app
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from metrics_util import engine_line, spec_line, startup_lines, write_log
+from support.vllm_metrics import engine_line, spec_line, startup_lines, write_log
 
 from dflashctl.cli import app
 from dflashctl.metrics import MetricsOptions

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.vllm_metrics import engine_line, spec_line, startup_lines, write_log
+
 from dflashctl.metrics.alarms import evaluate
 from dflashctl.metrics.analyze import MetricsOptions, analyze_chunks, analyze_source
 from dflashctl.metrics.causes import signature_of
 from dflashctl.metrics.log_parse import line_info, parse_vllm, unwrap_json
 from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import MetricsReport
-from tests.metrics_util import engine_line, spec_line, startup_lines, write_log
 
 
 def report(lines: list[str], **opts) -> MetricsReport:

@@ -6,7 +6,8 @@ import json
 from datetime import datetime
 
 import pytest
-from metrics_util import MetricsServer, run_main, vllm_page
+from support.cli import run_main
+from support.vllm_metrics import MetricsServer, vllm_page
 
 from dflashctl.errors import ServerError
 from dflashctl.metrics import MetricsOptions, analyze_source
@@ -103,7 +104,7 @@ class TestTargetsAsUsersNameThem:
         assert json.loads(out)["mean_acceptance_length"] == pytest.approx(3.5)
 
     def test_deployment_name_reads_its_log(self, monkeypatch, capsys, tmp_path):
-        from metrics_util import DATA
+        from support.vllm_metrics import DATA
 
         from dflashctl.server import deployments as state
 

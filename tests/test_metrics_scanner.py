@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from metrics_util import DATA, engine_line, spec_line, startup_lines, write_log
+from support.vllm_metrics import DATA, engine_line, spec_line, startup_lines, write_log
 
 from dflashctl.errors import InputError
 from dflashctl.metrics import MetricsOptions, analyze_chunks, analyze_source

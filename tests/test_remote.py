@@ -1,4 +1,4 @@
-"""The SSH layer against a real OpenSSH sshd on 127.0.0.1 (sshd_fixture.py).
+"""The SSH layer against a real OpenSSH sshd on 127.0.0.1 (support/sshd.py).
 
 Host keys (unknown, accepted, changed), authentication, quoting of hostile arguments, SFTP ranged
 reads and atomic writes, detached processes and their identity, ProxyJump, a dropped connection,
@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sshd_fixture import Sshd, free_port, keygen, sshd_server
+from support.sshd import Sshd, keygen, sshd_server
+from support.startup import free_port
 
 from dflashctl.errors import HostKeyError, InputError, RemoteError
 from dflashctl.hosts.ssh import ROTATED, TRUNCATED, SSHHost, SSHOptions, parse_spec, resolve
@@ -252,7 +253,7 @@ def test_every_host_command_takes_the_ssh_options(sshd, tmp_path, monkeypatch, c
     --ssh-config, with the same meaning as serve's."""
     from pathlib import Path
 
-    from serve_util import run_main
+    from support.cli import run_main
 
     data = Path(__file__).parent / "data"
     command = [command[0], *(str(data / a) if (data / a).exists() else a for a in command[1:])]

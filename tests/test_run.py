@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tests.serve_util import run_json, run_main, stop_all  # noqa: F401
-from tests.smoke_pair import write_tiny_pair
+from support.cli import run_json, run_main
+from support.pairs import write_tiny_pair
 
 ASSETS = Path(__file__).resolve().parent.parent / "dflashctl" / "assets" / "demo"
 
@@ -22,7 +21,7 @@ def _playbook(tmp_path: Path, body: str) -> Path:
 @pytest.fixture
 def tiny_book(tmp_path: Path) -> Path:
     target, drafter = write_tiny_pair(tmp_path / "pair")
-    from tests.vllm_harness import free_port
+    from support.startup import free_port
 
     return _playbook(
         tmp_path,
@@ -53,7 +52,7 @@ def test_run_random_pair_stops_at_smoke_and_tears_down(
     tiny_book: Path,
     monkeypatch,
     capsys,
-    stop_all,  # noqa: F811
+    stop_all,
 ) -> None:
     code, data, _ = run_json(monkeypatch, capsys, "run", str(tiny_book), "--teardown")
     assert code == 1
@@ -157,7 +156,7 @@ def test_run_missing_playbook_is_exit_2(monkeypatch, capsys) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (ASSETS / "drafter" / "config.json").exists(), reason="demo pair not built")
-def test_demo_field_story(monkeypatch, capsys, stop_all) -> None:  # noqa: F811
+def test_demo_field_story(monkeypatch, capsys, stop_all) -> None:
     code, data, _ = run_json(monkeypatch, capsys, "demo")
     story = {s["step"]: s for s in data["field_story"]}
     assert data["run"]["ok"], data["run"]

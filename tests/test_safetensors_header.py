@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from st_files import header_bytes, qwen36_27b_tensors, write_safetensors
+from support.safetensors_files import header_bytes, qwen36_27b_tensors, write_safetensors
 
 from dflashctl.drafter.header import (
     MAX_HEADER_BYTES,

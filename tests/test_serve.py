@@ -1,7 +1,8 @@
 """`dflashctl serve` / `stop` / `status` on this machine: rendering, readiness, failures, stop.
 
-Engines are the stand-in `fake_engine.py` (started through `--python`, starts in ~0.1 s) except
-one test that serves the real bundled engine on a tiny random pair written by `smoke_pair.py`.
+Engines are the stand-in `support/engine_process.py` (started through `--python`, starts in ~0.1 s)
+except one test that serves the real bundled engine on a tiny random pair written by
+`support/pairs.py`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_engine import make_python
-from serve_util import run_json, run_main, stop_all  # noqa: F401
-from sshd_fixture import free_port
+from support.cli import run_json, run_main
+from support.engine_process import make_python
+from support.startup import free_port
 
 from dflashctl.server import deployments as state
 from dflashctl.server import logscan
@@ -29,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from smoke_pair import write_tiny_pair
+    from support.pairs import write_tiny_pair
 
     return write_tiny_pair(tmp_path_factory.mktemp("pair"))
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from serve_util import run_main
+from support.cli import run_main
 
 from dflashctl.errors import PlaybookError
 from dflashctl.hosts.host import LocalHost

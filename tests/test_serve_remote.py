@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_engine import make_python
-from serve_util import run_json, run_main, stop_all  # noqa: F401
-from sshd_fixture import SSHD, Sshd, free_port, sshd_server
+from support.cli import run_json, run_main
+from support.engine_process import make_python
+from support.sshd import SSHD, Sshd, sshd_server
+from support.startup import free_port
 
 from dflashctl.server import deployments as state
 
@@ -33,7 +34,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from smoke_pair import write_tiny_pair
+    from support.pairs import write_tiny_pair
 
     return write_tiny_pair(tmp_path_factory.mktemp("pair"))
 

@@ -4,7 +4,7 @@ prompt sets shipped in the package."""
 from __future__ import annotations
 
 import pytest
-from smoke_servers import QUICKSORT
+from support.engine_http import QUICKSORT
 
 from dflashctl.commands.smoke import checks as ck
 from dflashctl.commands.smoke.render import excerpt

@@ -1,7 +1,7 @@
 """`dflashctl smoke` against the REAL bundled engine: `python -m dflashctl.engine.server` as a
 subprocess on 127.0.0.1, real HTTP, real /metrics counters, a real log.
 
-- A tiny random pair (tests/smoke_pair.py): the random drafter accepts almost nothing, so the
+- A tiny random pair (tests/support/pairs.py): the random drafter accepts almost nothing, so the
   smoke must fail with the collapse alarm (exit 1), from /metrics and from the log, while the
   greedy output still equals the `--spec none` server's (the lossless check); the `--spec none`
   server is "no speculation configured".
@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from metrics_util import run_main
-from serve_util import run_json, stop_all  # noqa: F401
+from support.cli import run_json, run_main
 
 pytest.importorskip("torch")
 pytest.importorskip("fastapi")
@@ -82,7 +81,7 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, EngineServer]]:
-    from smoke_pair import write_tiny_pair
+    from support.pairs import write_tiny_pair
 
     root = tmp_path_factory.mktemp("smoke-engine")
     target, drafter = write_tiny_pair(root / "pair")
@@ -165,7 +164,7 @@ class TestDemoPair:
     `dflashctl smoke NAME` with its default flags (coherence included: the target is a real
     instruct model, SmolLM2-135M-Instruct)."""
 
-    def test_first_contact_serve_then_smoke_pass(self, monkeypatch, capsys, stop_all):  # noqa: F811
+    def test_first_contact_serve_then_smoke_pass(self, monkeypatch, capsys, stop_all):
         from dflashctl.commands.demo.run import free_port
 
         port = str(free_port())
@@ -185,8 +184,9 @@ class TestDemoPair:
         """The field story's mistake alone (dflash_config.mask_token_id 0 for 6: the drafter's
         mask slots get <|endoftext|>'s row instead of <filename>'s): position 1 falls from about
         half to a few percent, under the collapse line, with the same greedy text."""
+        from support.pairs import demo_pair
+
         from dflashctl.drafter.stale import write_stale_copy
-        from tests.demo_pairs import demo_pair
 
         target, drafter = demo_pair()
         stale = tmp_path / "stale-drafter"

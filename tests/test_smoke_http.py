@@ -8,8 +8,8 @@ import json
 import time
 
 import pytest
-from metrics_util import run_main
-from smoke_servers import COLLAPSED, QUICKSORT, Acceptance, Behaviour, FakeEngine, serve_many
+from support.cli import run_main
+from support.engine_http import COLLAPSED, QUICKSORT, Acceptance, Behaviour, FakeEngine, serve_many
 
 FAST = ["--timeout", "5", "--max-tokens", "256"]
 SHORT = ["--timeout", "5", "--max-tokens", "40"]

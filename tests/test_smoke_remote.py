@@ -7,9 +7,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from metrics_util import run_main
-from smoke_servers import COLLAPSED, FakeEngine
-from sshd_fixture import Sshd, sshd_server
+from support.cli import run_main
+from support.engine_http import COLLAPSED, FakeEngine
+from support.sshd import Sshd, sshd_server
 
 pytestmark = pytest.mark.ssh
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from st_files import dflash_tensors, qwen36_27b_tensors, write_safetensors
+from support.cli import run_main
+from support.safetensors_files import dflash_tensors, qwen36_27b_tensors, write_safetensors
 
-from dflashctl.cli import app, main
+from dflashctl.cli import app
 from dflashctl.drafter import registry
 from dflashctl.drafter.check import check_drafter
 from dflashctl.drafter.fix import read_for_fix, write_fixed
@@ -539,18 +540,6 @@ class TestFix:
         with pytest.raises(UsageError, match="another checkpoint"):
             run_verify(folder, drafter="qwen3-8b-dflash-b16", fix=True)
         assert _listing(folder) == before
-
-
-def run_main(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    """Run the console-script entry point in-process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["dflashctl", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
 
 
 class TestCli:

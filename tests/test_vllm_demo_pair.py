@@ -1,6 +1,6 @@
 """The vLLM tier: real vLLM 0.32.0 (CPU build) serving the shipped pair, against our engine.
 
-The pair is what dflashctl ships (tests/demo_pairs.py): SmolLM2-135M-Instruct, a Llama target,
+The pair is what dflashctl ships (tests/support/pairs.py): SmolLM2-135M-Instruct, a Llama target,
 and its DFlash drafter (block 16, K = 15). Checks on 8 of the held-out prompts (the kinds in
 turn), 96 tokens each, greedy:
 (a) in float32 vLLM's greedy text equals our engine's and it taps the same target layers; in
@@ -20,10 +20,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.pairs import DEMO_DRAFTER, DEMO_PROMPTS, demo_target
+from support.vllm_server import VLLM_BIN, VllmServer, acceptance
 
 from dflashctl.drafter.stale import write_stale_copy
-from tests.demo_pairs import DEMO_DRAFTER, DEMO_PROMPTS, demo_target
-from tests.vllm_harness import VLLM_BIN, VllmServer, acceptance
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -112,7 +112,7 @@ class _Replay(BaseHTTPRequestHandler):
 
 @pytest.mark.parametrize("name", RUNS)
 def test_smoke_reads_real_vllm_answers_and_counters(name, monkeypatch, capsys):
-    from serve_util import run_json
+    from support.cli import run_json
 
     handler = type("Replay", (_Replay,), {"rec": record(name), "scrapes": 0})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

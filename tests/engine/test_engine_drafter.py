@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import torch
-from tiny_pair import MASK, VOCAB, write_drafter, write_target
+from support.tiny_checkpoints import MASK, VOCAB, write_drafter, write_target
 
 from dflashctl.engine.drafter import DrafterArgs
 from dflashctl.engine.generate import Engine

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_pair import ACCEPT_CHAT, VOCAB, write_accepting_pair, write_drafter, write_target
+from support.tiny_checkpoints import (
+    ACCEPT_CHAT,
+    VOCAB,
+    write_accepting_pair,
+    write_drafter,
+    write_target,
+)
 
 from dflashctl.engine.generate import Engine
 from dflashctl.errors import EngineError
@@ -199,7 +205,7 @@ def test_short_drafter_rope_table_at_the_context_limit(pair, plain, tmp_path: Pa
 
 def test_demo_pair_speculation_is_lossless_and_accepts() -> None:
     """The shipped pair: SmolLM2-135M-Instruct (Llama) and its DFlash drafter (block 16)."""
-    from tests.demo_pairs import demo_pair
+    from support.pairs import demo_pair
 
     target, drafter = demo_pair()
     plain = Engine.load(target, None, max_model_len=512)

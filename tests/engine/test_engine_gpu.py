@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_pair import ACCEPT_CHAT, VOCAB, write_accepting_pair, write_drafter, write_target
+from support.tiny_checkpoints import (
+    ACCEPT_CHAT,
+    VOCAB,
+    write_accepting_pair,
+    write_drafter,
+    write_target,
+)
 
 from dflashctl.engine.generate import Engine, SpecStats
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_pair import VOCAB, write_drafter, write_target
+from support.tiny_checkpoints import VOCAB, write_drafter, write_target
 
 from dflashctl.engine.generate import Engine
 from dflashctl.engine.reference import ReferenceTarget

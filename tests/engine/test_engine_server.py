@@ -1,7 +1,7 @@
 """The real server as a subprocess on 127.0.0.1, driven by the official `openai` client.
 
-The tiny pair really accepts tokens (tiny_pair.write_accepting_pair): its drafter's proposals
-are wrong until the target falls into repeating one token on the chat prompt, right after.
+The tiny pair really accepts tokens (support/tiny_checkpoints.write_accepting_pair): its drafter's
+proposals are wrong until the target falls into repeating one token on the chat prompt, right after.
 
 Expected outputs come from the same engine loaded in the test process (generate.py, itself
 checked against transformers and plain greedy in the other engine tests).
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
-from tiny_pair import ACCEPT_CHAT, write_accepting_pair, write_drafter
+from support.startup import free_port
+from support.tiny_checkpoints import ACCEPT_CHAT, write_accepting_pair, write_drafter
 
 from dflashctl.engine.generate import Engine, Generation
 from dflashctl.metrics import MetricsOptions, analyze_source
@@ -95,12 +95,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Pair:
 
 
 # ------------------------------------------------------------------------------ the server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

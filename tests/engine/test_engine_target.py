@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_pair import VOCAB, build_hf_target, target_config, write_target
+from support.tiny_checkpoints import VOCAB, build_hf_target, target_config, write_target
 
 from dflashctl.engine.generate import Engine
 from dflashctl.engine.model import ModelArgs
@@ -232,9 +232,8 @@ def test_missing_and_misshapen_weights_are_named(tmp_path: Path) -> None:
 def test_greedy_text_equals_transformers_on_the_demo_target() -> None:
     """SmolLM2-135M-Instruct as converted by dflashctl.demo_target (float32): our Llama path
     and transformers' `LlamaForCausalLM` write the same greedy tokens for a few chat prompts."""
+    from support.pairs import demo_target
     from transformers import AutoModelForCausalLM
-
-    from tests.demo_pairs import demo_target
 
     target = demo_target()
     engine = Engine.load(target, None, max_model_len=512)

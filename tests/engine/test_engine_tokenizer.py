@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tiny_pair import CHAT_TEMPLATE, IM_END, write_tokenizer
+from support.tiny_checkpoints import CHAT_TEMPLATE, IM_END, write_tokenizer
 
 from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.errors import EngineError

@@ -1,10 +1,10 @@
-"""Helpers for the serve/stop/status tests: run the CLI in-process, clean up what tests started."""
+"""The CLI as tests run it in-process: the console-script entry point, its real exit code, and
+stdout and stderr apart."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,14 +27,6 @@ def run_main(
 def run_json(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, Any, str]:
+    """`dflashctl COMMAND --json ARGS`: (exit code, the parsed stdout or None, stderr)."""
     code, out, err = run_main(monkeypatch, capsys, args[0], "--json", *args[1:])
     return code, (json.loads(out) if out.strip() else None), err
-
-
-@pytest.fixture
-def stop_all() -> Iterator[None]:
-    """Stop every deployment a test left behind (by recorded pid, like `dflashctl stop --all`)."""
-    yield
-    from dflashctl.server.control import stop
-
-    stop([], all_=True, grace=2.0)

@@ -1,5 +1,5 @@
-"""Helpers for the diagnose tests: an always-accepting tiny pair and the real bundled engine
-served as `dflashctl serve` serves it."""
+"""The real bundled engine, served as `dflashctl serve` serves it (`served`), for the diagnose
+tests; MAX_TOKENS: the answer length they ask of it."""
 
 from __future__ import annotations
 
@@ -8,21 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 MAX_TOKENS = "24"
-
-
-def write_accepting_pair(root: Path) -> tuple[Path, Path]:
-    """The tiny pair (tests/smoke_pair.py) with the target's and the drafter's final norm weights
-    zeroed: all logits are 0, greedy picks token 0 on both, so every drafted token is accepted."""
-    from safetensors.torch import load_file, save_file
-    from smoke_pair import write_tiny_pair
-
-    target, drafter = write_tiny_pair(root)
-    for path, name in ((target, "model.norm.weight"), (drafter, "norm.weight")):
-        f = path / "model.safetensors"
-        state = load_file(str(f))
-        state[name] = state[name] * 0
-        save_file(state, str(f), metadata={"format": "pt"})
-    return target, drafter
 
 
 @contextmanager

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -18,15 +17,11 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-REPO = Path(__file__).resolve().parent.parent
+from .startup import free_port
+
+REPO = Path(__file__).resolve().parents[2]
 VLLM_VENV = Path(os.environ.get("DFLASHCTL_VLLM_VENV", REPO / ".venv-vllm"))
 VLLM_BIN = VLLM_VENV / "bin" / "vllm"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class VllmServer:

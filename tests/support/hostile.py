@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # HOSTILE_TREE runs the subprocesses on another checkout's dflashctl (to measure a "before");
 # HOSTILE_TALLY appends one JSON line per run (the tally in docs/limits.md).
 TREE = Path(os.environ.get("HOSTILE_TREE") or REPO)

@@ -1,12 +1,21 @@
-"""A tiny random Qwen3 target + DFlash drafter pair on disk, for the smoke tests against the engine.
+"""The target + drafter pairs tests serve.
+
+`demo_pair()`: what dflashctl ships. The SmolLM2-135M-Instruct target (set up once by
+`dflashctl.demo_target` into the cache; `./bin/test` does it before the tests) and the drafter
+trained against it on an H200 (`dflashctl/assets/demo/drafter`).
+
+Tests that only need some speculating pair write a tiny one: here (`write_tiny_pair`, written with
+the engine's own modules) or tests/support/tiny_checkpoints.py (written by transformers, for the
+engine tests).
 
 `write_tiny_pair(root)` writes `root/target` (config.json, generation_config.json, a byte-level
 `tokenizers` tokenizer with `<|endoftext|>`, `<|im_start|>`, `<|im_end|>`, `<|mask|>`, a chat
-template, model.safetensors) and `root/drafter` (a DFlash config.json + model.safetensors).
-Weights are random (seeded), so the drafter accepts almost nothing: the collapse path; special
-tokens are never generated, so answers run to max_tokens. The
-modules are the engine's own (dflashctl/engine/model.py, drafter.py), so names and shapes are
-exactly what `Engine.load` expects. Writing takes well under a second on CPU.
+template, model.safetensors) and `root/drafter` (a DFlash config.json + model.safetensors). Weights
+are random (seeded), so the drafter accepts almost nothing: the collapse path; special tokens are
+never generated, so answers run to max_tokens. The modules are the engine's own
+(dflashctl/engine/model.py, drafter.py), so names and shapes are exactly what `Engine.load` expects.
+Writing takes well under a second on CPU. `write_accepting_pair(root)`: the same pair made to accept
+every drafted token.
 """
 
 from __future__ import annotations
@@ -14,6 +23,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_DRAFTER = REPO / "dflashctl" / "assets" / "demo" / "drafter"
+DEMO_PROMPTS = REPO / "dflashctl" / "assets" / "demo" / "eval_prompts.json"
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
 HIDDEN = 64
@@ -134,7 +147,31 @@ def write_tiny_pair(root: Path, *, seed: int = 0) -> tuple[Path, Path]:
     return target, drafter
 
 
-if __name__ == "__main__":  # python tests/smoke_pair.py DIR
+def demo_target() -> Path:
+    from dflashctl.demo_target import ensure
+
+    return ensure()
+
+
+def demo_pair() -> tuple[Path, Path]:
+    return demo_target(), DEMO_DRAFTER
+
+
+def write_accepting_pair(root: Path) -> tuple[Path, Path]:
+    """The tiny pair (`write_tiny_pair`) with the target's and the drafter's final norm weights
+    zeroed: all logits are 0, greedy picks token 0 on both, so every drafted token is accepted."""
+    from safetensors.torch import load_file, save_file
+
+    target, drafter = write_tiny_pair(root)
+    for path, name in ((target, "model.norm.weight"), (drafter, "norm.weight")):
+        f = path / "model.safetensors"
+        state = load_file(str(f))
+        state[name] = state[name] * 0
+        save_file(state, str(f), metadata={"format": "pt"})
+    return target, drafter
+
+
+if __name__ == "__main__":  # python tests/support/pairs.py DIR
     import sys
 
     print(*write_tiny_pair(Path(sys.argv[1])))

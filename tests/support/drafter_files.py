@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from st_files import header_bytes
+from .safetensors_files import header_bytes
 
 HEAD_DIM = 32
 HIDDEN = 128

@@ -21,13 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from .startup import free_port
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def keygen(path: Path) -> None:

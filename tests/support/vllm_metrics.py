@@ -1,31 +1,14 @@
-"""Helpers for the `dflashctl metrics` tests: fixture paths, line builders, a real /metrics server,
-and the in-process console-script runner (exit codes as `main()` gives them)."""
+"""vLLM's metrics as the `dflashctl metrics` tests feed them: fixture paths, log-line builders
+(`SpecDecoding metrics`, `Engine 000`, start-up), /metrics pages and a real /metrics server."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
-from dflashctl.cli import main
-
-DATA = Path(__file__).resolve().parent / "data" / "metrics"
-
-
-def run_main(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    """Run the console-script entry point in-process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["dflashctl", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
+DATA = Path(__file__).resolve().parents[1] / "data" / "metrics"
 
 
 def ts(sec: int, day: int = 20) -> str:

@@ -1,6 +1,6 @@
 """A stand-in engine for serve/stop/status tests: stdlib only, starts in a fraction of a second.
 
-    python tests/fake_engine.py MODE [engine arguments ...]
+    python tests/support/engine_process.py MODE [engine arguments ...]
 
 It takes `--port`, `--host`, `--model`/`--model-path` and `--served-model-name` from the engine
 arguments it is given (whatever engine command dflashctl rendered), logs its argv as one JSON

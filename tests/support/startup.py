@@ -1,0 +1,11 @@
+"""Starting servers in tests: `free_port()`, a TCP port on 127.0.0.1 that nothing listens on now."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
