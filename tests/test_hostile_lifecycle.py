@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support.engine_process import make_python
 from support.hostile import TREE, dflashctl
-from support.startup import free_port
+from support.startup import free_port, read_until_startup
 
 from dflashctl.server import deployments as state
 
@@ -45,14 +45,7 @@ def test_foreground_serve_stops_its_engine_on(tmp_path: Path, sig: signal.Signal
     proc = start_foreground(tmp_path, port)
     engine_pid = None
     try:
-        deadline = time.monotonic() + 30
-        seen = ""
-        while "Application startup complete" not in seen and time.monotonic() < deadline:
-            line = proc.stderr.readline() if proc.stderr else ""
-            if not line:
-                break
-            seen += line
-        assert "Application startup complete" in seen, seen
+        read_until_startup(proc.stderr)
         deps = state.all_deployments()
         assert len(deps) == 1 and deps[0].port == port
         engine_pid = deps[0].pid

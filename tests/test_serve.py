@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.cli import run_json, run_main
 from support.engine_process import make_python
-from support.startup import free_port
+from support.startup import free_port, read_until_startup
 
 from dflashctl.server import deployments as state
 from dflashctl.server import logscan
@@ -542,14 +542,7 @@ def test_foreground_streams_and_ctrl_c_stops(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        deadline = time.monotonic() + 30
-        seen = ""
-        while "Application startup complete" not in seen and time.monotonic() < deadline:
-            line = proc.stderr.readline() if proc.stderr else ""
-            if not line:
-                break
-            seen += line
-        assert "Application startup complete" in seen, seen
+        read_until_startup(proc.stderr)
         deps = state.all_deployments()
         assert len(deps) == 1 and deps[0].port == port
         pid = deps[0].pid

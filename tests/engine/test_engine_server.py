@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.startup import free_port
+from support.startup import free_port, wait_healthy
 from support.tiny_checkpoints import ACCEPT_CHAT, write_accepting_pair, write_drafter
 
 from dflashctl.engine.generate import Engine, Generation
@@ -122,16 +122,13 @@ class Server:
         return self.log.read_text(errors="replace")
 
     def wait_ready(self, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.text()}")
-            ready = "Application startup complete." in self.text()
-            if ready and httpx.get(self.url + "/health", timeout=5).status_code == 200:
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise AssertionError(f"server not ready in {timeout} s:\n{self.text()}")
+        try:
+            wait_healthy(
+                self.proc, self.url, self.log, timeout=timeout, every=0.2, startup_line=True
+            )
+        except AssertionError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc.poll() is None:

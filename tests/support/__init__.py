@@ -2,7 +2,8 @@
 
 - cli: `run_main` / `run_json`, the console-script entry point run in-process: (exit code,
   stdout, stderr), stdout parsed for `--json`. (The `stop_all` fixture is in tests/conftest.py.)
-- startup: `free_port`.
+- startup: `free_port`, `read_until_startup` (a server's pipe up to `Application startup
+  complete`), `wait_healthy` (poll `/health` of a started server, failing with its log's tail).
 - hostile: the hostile-input suites' subprocess runner (`dflashctl(...)`, real exit code and
   stderr, memory and file-size limits), `assert_clean_error`, `snapshot`, and `HostileServer`,
   a misbehaving HTTP server (endless, gzip-bomb, trickling answers).

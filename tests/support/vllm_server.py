@@ -11,13 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from .startup import free_port
+from .startup import free_port, wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_VENV = Path(os.environ.get("DFLASHCTL_VLLM_VENV", REPO / ".venv-vllm"))
@@ -67,18 +66,7 @@ class VllmServer:
         )
 
     def wait_ready(self, timeout: float = 240.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                tail = self.log.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"vllm exited with {self.proc.returncode}:\n{tail}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise TimeoutError(f"vllm not ready after {timeout} s: {self.log}")
+        wait_healthy(self.proc, self.url, self.log, timeout=timeout)
 
     def chat(self, prompt: str, max_tokens: int) -> dict:
         body = {
