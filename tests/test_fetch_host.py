@@ -1,6 +1,6 @@
 """dflashctl fetch --host: the copy lands on the serving host, proven by hashing it there.
 
-A real OpenSSH sshd on 127.0.0.1 (tests/sshd_fixture.py, alias `testhost`), reached through the
+A real OpenSSH sshd on 127.0.0.1 (tests/support/sshd.py, alias `testhost`), reached through the
 `Host` of the SSH layer (dflashctl/hosts/ssh.py `SSHHost`: paramiko, known_hosts checked), and
 the local Hub server of test_fetch.py. The "host" shares this machine's filesystem, so the test
 can also read what arrived. Skipped while the sshd fixture is not in the tree.
@@ -14,13 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.sshd import sshd_server
+from test_fetch import LOCK_NAME, fetch, hub, listing, one_line_error  # noqa: F401
 
-sshd_fixture = pytest.importorskip("support.sshd")
-
-from support.sshd import sshd_server  # noqa: E402
-from test_fetch import LOCK_NAME, fetch, hub, listing, one_line_error  # noqa: E402, F401
-
-from dflashctl.hosts.ssh import SSHHost  # noqa: E402
+from dflashctl.hosts.ssh import SSHHost
 
 pytestmark = pytest.mark.ssh
 
