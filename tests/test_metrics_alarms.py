@@ -190,6 +190,27 @@ class TestDecay:
         assert alarms(f) == ["decay"]
         assert "fell from 2.95" in f[0].message and "to 2.00" in f[0].message
 
+    def test_one_request_at_a_time_new_requests_is_a_warning(self):
+        """Serial traffic (`Running: 1 reqs` in every window) where new requests were admitted
+        since the first windows (prompt throughput > 0): the late windows are other requests
+        (code first, prose later reads as a fall), so a warning led by the workload. One long
+        request (no new prefill) that decays is still an alarm."""
+        vals = [3.0, 2.9, 2.7, 2.4, 2.1, 1.9]
+
+        def serial(prefill_at: int | None) -> list[SpecWindow]:
+            ws = [win(v, i=i) for i, v in enumerate(vals)]
+            for i, w in enumerate(ws):
+                w.running_reqs, w.prompt_throughput = 1, 40.0 if i in (0, prefill_at) else 0.0
+            return ws
+
+        f = judge(serial(prefill_at=3))
+        assert alarms(f) == [] and warnings(f) == ["decay"]
+        assert "one at a time" in f[0].message and "workload" in f[0].likely_causes[0].cause
+        assert alarms(judge(serial(prefill_at=None))) == ["decay"]  # one long request
+        busy = serial(prefill_at=3)
+        busy[4].running_reqs = 8  # concurrent traffic: windows mix requests, the rule stands
+        assert alarms(judge(busy)) == ["decay"]
+
     def test_one_noisy_window_is_not_a_trend(self):
         for vals in ([3, 3, 3, 3, 3, 1.5], [3, 3, 1.5, 3, 3, 3], [3, 3, 3, 1.5, 3, 3, 3, 3, 3]):
             assert alarms(judge([win(v, i=i) for i, v in enumerate(vals)])) == [], vals

@@ -141,8 +141,9 @@ def test_a_healthy_k15_run_ends_without_an_alarm_however_the_windows_fall():
     """Eight held-out prompts, one at a time, through real vLLM with the shipped pair at K = 15
     (recorded from the vLLM tier: `eight_prompts_k15.log`). Its last windows were once judged a
     collapse on draft acceptance alone (3.9 % < 5 %, which at K = 15 is τ 1.58, the pair's own
-    healthy floor). However the engine's 1-s windows fall (merged in twos to fives, every
-    offset), the end of the run raises no alarm, and no point of it alarms on the rate."""
+    healthy floor), and its middle as a decay (code first, then prose). However the engine's 1-s
+    windows fall (merged in twos to fives, every offset), the end of the run raises no alarm,
+    and no point of it alarms on the rate or on decay."""
     from dflashctl.metrics.analyze import judge, thresholds_for
 
     opts = MetricsOptions(drafter="demo")
@@ -158,5 +159,7 @@ def test_a_healthy_k15_run_ends_without_an_alarm_however_the_windows_fall():
                 rep.state.windows = ws[:end]
                 r = judge(rep.state, thresholds_for(src, opts), opts)
                 assert not any("draft acceptance" in f.message for f in r.alarms), (size, off, end)
+                # one request at a time, code then prose: a change of workload, not a decay
+                assert "decay" not in [f.kind for f in r.alarms], (size, off, end)
                 if end == len(ws):
                     assert r.ok, (size, off, [f.message for f in r.alarms])

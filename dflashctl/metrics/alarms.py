@@ -531,15 +531,34 @@ def _decay(ws: list[SpecWindow], th: Thresholds, started: bool) -> list[Finding]
             cliff = (
                 f"; positions {dead[0] + 1}-{len(last)} fell to ~0 (the long-context cliff pattern)"
             )
-    return [
-        Finding(
-            "decay",
-            "alarm",
-            f"acceptance is decaying: {metric} fell from {fmt(e)} (median of the first {third} "
-            f"windows) to {fmt(lt)} (median of the last {third}) across {n} windows{span}{cliff}",
-            causes,
-        )
-    ]
+    message = (
+        f"acceptance is decaying: {metric} fell from {fmt(e)} (median of the first {third} "
+        f"windows) to {fmt(lt)} (median of the last {third}) across {n} windows{span}{cliff}"
+    )
+    if _new_requests_one_at_a_time(series[third:]):
+        # serial traffic: each window is one request, and later windows are other requests,
+        # so the fall is as likely the next prompt's kind (code, then prose) as a long context
+        return [
+            Finding(
+                "decay",
+                "warning",
+                f"{message}; but requests ran one at a time and new ones were admitted since the "
+                "first windows (prompt throughput > 0), so this compares different requests: a "
+                "change of workload reads the same",
+                [cause_workload(th), cause_long_context(th), cause_drift(th)],
+            )
+        ]
+    return [Finding("decay", "alarm", message, causes)]
+
+
+def _new_requests_one_at_a_time(ws: list[SpecWindow]) -> bool:
+    """Every window ran at most one request and some admitted a new one (vLLM's companion line:
+    `Running: 1 reqs`, `Avg prompt throughput` > 0). Unknown counts: False."""
+    if any(w.running_reqs is None or w.prompt_throughput is None for w in ws):
+        return False
+    return all((w.running_reqs or 0) <= 1 for w in ws) and any(
+        (w.prompt_throughput or 0) > 0 for w in ws
+    )
 
 
 def _weak_positions(ws: list[SpecWindow], ctx: _Ctx) -> list[Finding]:

@@ -552,6 +552,8 @@ class LogScanner:
                 labels.add(w.stream)
             g = comp.get("generation_throughput")
             w.generation_throughput = float(g) if isinstance(g, float) else None
+            p = comp.get("prompt_throughput")
+            w.prompt_throughput = float(p) if isinstance(p, float) else None
             r = comp.get("running")
             w.running_reqs = int(r) if isinstance(r, float) else None
             q = comp.get("waiting")

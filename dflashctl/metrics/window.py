@@ -38,6 +38,7 @@ class SpecWindow:
     drafted_throughput: float | None = None  # tokens/s
     generation_throughput: float | None = None  # tokens/s (engine companion line or gauge)
     running_reqs: int | None = None
+    prompt_throughput: float | None = None  # tokens/s prefilled (> 0: a request was admitted)
     waiting_reqs: int | None = None
     offset: int = -1  # byte offset of the line in the log (-1: not from a log)
     cumulative: bool = False  # a since-start total rather than one interval
@@ -79,6 +80,7 @@ class SpecWindow:
             "drafted_throughput": _r(self.drafted_throughput, 2),
             "generation_throughput": _r(self.generation_throughput, 2),
             "running_reqs": self.running_reqs,
+            "prompt_throughput": _r(self.prompt_throughput, 2),
             "waiting_reqs": self.waiting_reqs,
             "cumulative": self.cumulative,
         }
@@ -146,6 +148,12 @@ def aggregate(windows: list[SpecWindow]) -> SpecWindow:
                     sum((w.per_position or [])[i] * (w.num_drafts or 0) for w in windows) / nd
                     for i in range(last.k or 0)
                 ]
+    running = [w.running_reqs for w in windows]
+    if all(r is not None for r in running):
+        agg.running_reqs = max(r or 0 for r in running)  # the busiest of the pooled windows
+    prompts = [w.prompt_throughput for w in windows]
+    if all(p is not None for p in prompts):
+        agg.prompt_throughput = max(p or 0.0 for p in prompts)  # > 0: a request was admitted
     if agg.mean_acceptance_length is None:
         vals = [w.mean_acceptance_length for w in windows if w.mean_acceptance_length is not None]
         agg.mean_acceptance_length = sum(vals) / len(vals) if vals else None
