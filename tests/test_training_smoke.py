@@ -1,0 +1,58 @@
+"""The demo drafter's training (training/demo_pair.py) end to end on the CPU at its tiny preset,
+as the GPU run will call it: prompts written by the real demo target, its greedy answers, the
+DFlash training steps (the chunked lm_head loss, a profiled step), the export in Hugging Face
+format, then a second run that starts from that export (`init_from`, how a lost GPU run resumes).
+The exported drafter must pass verify-config against the target it was trained for."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.cli import run_json
+from support.pairs import demo_target
+
+pytest.importorskip("torch")
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def train(work: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> str:
+    cmd = [
+        sys.executable, str(REPO / "training" / "demo_pair.py"),
+        "--work", str(work), "--out", str(out), "--preset", "tiny",
+        "--target-dir", str(demo_target()), *extra,
+    ]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=500, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout + r.stderr
+
+
+def test_tiny_training_exports_a_drafter_for_its_target_and_resumes_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    env = {**os.environ, "PROFILE_STEP": "2"}
+    log = train(
+        tmp_path / "w1", tmp_path / "o1", "--stages", "prompts,answers,drafter,export", env=env
+    )
+    assert "drafter trained for" in log and "Self CPU time total" in log  # the profiled step
+    drafter = tmp_path / "o1" / "drafter"
+    cfg = json.loads((drafter / "config.json").read_text())
+    assert cfg["architectures"] == ["DFlashDraftModel"]
+    assert cfg["dflash_config"]["mask_token_id"] == 6  # `<filename>`: the demo pair's mask
+
+    code, report, err = run_json(
+        monkeypatch, capsys, "verify-config", str(drafter), "--target", str(demo_target())
+    )
+    assert code == 0, (report, err)
+
+    resumed = train(
+        tmp_path / "w2", tmp_path / "o2", "--stages", "prompts,answers,drafter",
+        "--set", f"init_from={drafter / 'model.safetensors'}",
+    )  # fmt: skip
+    assert f"round 1: from {drafter / 'model.safetensors'}" in resumed
