@@ -208,3 +208,26 @@ class TestFetchTargets:
             assert snapshot(dest) == before
         finally:
             hub.server.stop()
+
+
+def test_a_copy_to_this_machine_goes_through_the_atomic_writer(tmp_path: Path):
+    """`LocalHost.upload` (fetch's push when the host is this machine) refuses a FIFO at the
+    destination and a device as the source, and leaves a whole file or none."""
+    from dflashctl.errors import InputError
+    from dflashctl.hosts.host import LocalHost
+
+    src = tmp_path / "model.safetensors"
+    src.write_bytes(os.urandom(3 << 20))
+    fifo = tmp_path / "out" / "fifo"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    host = LocalHost()
+    with pytest.raises(OutputError):
+        host.upload(src, str(fifo))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    with pytest.raises(InputError):
+        host.upload("/dev/zero", str(tmp_path / "out" / "zeros"))
+    assert not (tmp_path / "out" / "zeros").exists()
+    host.upload(src, str(tmp_path / "out" / "deep" / "copy"))
+    assert (tmp_path / "out" / "deep" / "copy").read_bytes() == src.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "out" / "deep").iterdir()) == ["copy"]  # no temp

@@ -565,10 +565,12 @@ class LocalHost(Host):
             raise InputError(f"cannot create {path}: {e.strerror}") from None
 
     def upload(self, local: str | Path, path: str) -> None:
+        """Through the one atomic writer: never half a file, never over a device or FIFO."""
         dest = Path(self.abspath(path))
         self.makedirs(str(dest.parent))
         try:
-            shutil.copyfile(local, dest)
+            with open_regular(Path(local), "file to copy") as src:
+                write_atomic(dest, lambda f: shutil.copyfileobj(src, f, 1 << 20))
         except OSError as e:
             raise InputError(f"cannot copy {local} to {path}: {e.strerror or e}") from None
 
