@@ -1,7 +1,9 @@
 """Output conventions shared by every command: data on stdout, everything else on stderr.
 
 `emit_json` writes machine-readable output; `out` renders human tables; `err` carries errors,
-hints, progress and logs, so `--json` output on stdout stays parseable.
+hints, progress and logs, so `--json` output on stdout stays parseable. Everything written
+through them has a URL's password masked (`http://user:***@host`): users paste this output
+into tickets, and a server URL may carry credentials.
 """
 
 from __future__ import annotations
@@ -13,8 +15,39 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+from dflashctl.http_body import redact
+
+
+class _Masked:
+    """sys.stdout or sys.stderr as it is when written to (tests swap them), every write with
+    URL passwords masked. Rich writes each rendered print in one call."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def _stream(self) -> Any:
+        return getattr(sys, self._name)
+
+    def write(self, text: str) -> int:
+        return int(self._stream.write(redact(text)))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(self._stream.isatty())
+
+    def fileno(self) -> int:
+        return int(self._stream.fileno())
+
+    @property
+    def encoding(self) -> str:
+        return str(getattr(self._stream, "encoding", None) or "utf-8")
+
+
+out = Console(file=_Masked("stdout"), highlight=False, soft_wrap=False)  # type: ignore[arg-type]
+err = Console(file=_Masked("stderr"), highlight=False)  # type: ignore[arg-type]
 
 STATUS_STYLE = {
     "ok": "green",
@@ -36,7 +69,12 @@ def styled(status: str) -> str:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    emit_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def emit_text(text: str) -> None:
+    """Machine-readable text on stdout as is, but for a URL's password."""
+    sys.stdout.write(redact(text))
     sys.stdout.flush()
 
 

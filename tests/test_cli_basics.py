@@ -66,3 +66,40 @@ def test_json_on_error_is_json_on_stdout(monkeypatch, capsys, args, needle):
     assert data["ok"] is False and set(data) == {"ok", "error", "hint"}
     assert needle in data["error"] + (data["hint"] or "")
     assert err.startswith("Error:") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("smoke", "{url}", "--max-tokens", "32"),
+        ("smoke", "{url}", "--max-tokens", "32", "--json"),
+        ("bench", "{url}", "--repetitions", "1", "--json"),
+        ("metrics", "{url}/metrics"),
+        ("metrics", "{url}/metrics", "--json"),
+    ],
+    ids=["smoke", "smoke-json", "bench-json", "metrics", "metrics-json"],
+)
+def test_a_password_in_a_server_url_is_never_printed(args, tmp_path):
+    """Users paste this output into tickets: `http://user:secret@host` shows as
+    `http://user:***@host` on stdout and stderr, in tables and in JSON (a real OpenAI-style
+    server on 127.0.0.1 that answers, so the reports are full)."""
+    from support.engine_http import FakeEngine
+
+    engine = FakeEngine()
+    try:
+        url = engine.url.replace("http://", "http://user:s3cret@")
+        argv = [a.format(url=url) for a in args]
+        env = {"COLUMNS": "60", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        r = subprocess.run(
+            [sys.executable, "-m", "dflashctl", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    finally:
+        engine.close()
+    shown = r.stdout + r.stderr
+    assert "Traceback" not in shown and r.returncode in (0, 1), shown[-2000:]
+    assert "s3cret" not in shown
+    assert "user:***@" in shown

@@ -8,7 +8,6 @@ one line per window, alarms as they rise and clear; `--json` gives one JSON obje
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflashctl.commands.views import bar, finding
-from dflashctl.console import out, styled
+from dflashctl.console import emit_text, out, styled
 from dflashctl.metrics.follow import FollowEvent
 from dflashctl.metrics.window import MetricsReport, SpecWindow
 
@@ -174,13 +173,11 @@ def emit_report_json(report: MetricsReport) -> None:
     else:
         rows = ",\n    ".join(json.dumps(w, default=str) for w in series)
         body = head[:-2] + ',\n  "series": [\n    ' + rows + "\n  ]\n}"
-    sys.stdout.write(body + "\n")
-    sys.stdout.flush()
+    emit_text(body + "\n")
 
 
 def _ndjson(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, default=str) + "\n")
-    sys.stdout.flush()
+    emit_text(json.dumps(obj, default=str) + "\n")
 
 
 def _summary(report: MetricsReport) -> dict[str, Any]:
