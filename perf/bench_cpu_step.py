@@ -1,0 +1,99 @@
+"""Where a speculative step's time goes on the CPU, and the acceptance it would need to pay.
+
+One process, one prompt (prefilled once), the demo pair in float32 (or --model/--drafter): the
+median of --reps timings of each part of a step at the same position:
+
+    decode        one target token (plain greedy's step)
+    verify        the target on the K+1 block (anchor + K drafts), hidden-state taps included
+    propose       the drafter's pass over [anchor, mask x K] with the shared lm_head
+    lm_head       the shared lm_head alone on K+1 rows and on 1 row (the vocabulary's share)
+    step          Engine.speculate: propose + verify + acceptance (write_context is separate)
+
+    break-even τ  = step / decode: the mean acceptance length at which speculation only matches
+                    plain decoding; 2x needs twice that
+
+    .venv/bin/python perf/bench_cpu_step.py                 # one thread, K = 15
+    .venv/bin/python perf/bench_cpu_step.py -k 7 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dflashctl.engine.generate import Engine  # noqa: E402
+
+PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
+
+
+def median_ms(fn: Callable[[], object], reps: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--model", type=Path, help="target (default: the demo pair's, set up once)")
+    ap.add_argument("--drafter", type=Path, default=REPO / "dflashctl/assets/demo/drafter")
+    ap.add_argument("-k", "--num-speculative-tokens", type=int, help="K (default: block - 1)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.model is None:
+        from dflashctl.demo_target import ensure
+
+        args.model = ensure()
+    eng = Engine.load(
+        args.model,
+        args.drafter,
+        max_model_len=1024,
+        num_speculative_tokens=args.num_speculative_tokens,
+    )
+    assert eng.drafter is not None
+    ids = eng.tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}])
+    k, r = eng.k, args.reps
+    with torch.inference_mode():
+        tok, taps = eng.prefill(ids)
+        pos = len(ids)
+        eng.drafter.write_context(taps, eng._positions(0, pos))
+        block = torch.full((1, k + 1), tok)
+        rows = torch.zeros(1, k + 1, eng.target.args.hidden_size)
+        ms = {
+            "decode": median_ms(lambda: eng.decode_one(tok, pos), r),
+            "verify": median_ms(
+                lambda: eng.target(block, eng._positions(pos, k + 1), taps=eng.taps), r
+            ),
+            "propose": median_ms(lambda: eng.propose(tok, pos), r),
+            "lm_head_block": median_ms(lambda: eng.target.lm_head(rows), r),
+            "lm_head_1": median_ms(lambda: eng.target.lm_head(rows[:, :1]), r),
+            "step": median_ms(lambda: eng.speculate(tok, pos), r),
+        }
+    out = {
+        "k": k,
+        "threads": args.threads,
+        "prompt_tokens": len(ids),
+        "ms": {name: round(v, 2) for name, v in ms.items()},
+        "break_even_tau": round(ms["step"] / ms["decode"], 2),
+        "tau_for_2x": round(2 * ms["step"] / ms["decode"], 2),
+    }
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
