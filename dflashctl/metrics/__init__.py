@@ -1,8 +1,11 @@
 """Spec-decode metrics: parse engine logs and /metrics pages, judge acceptance, raise alarms.
 
 Modules: `window` (data model), `log_parse` (one line → window), `scanner` (streaming a log of
-any size), `prom` (Prometheus scrapes), `alarms` (rules and likely causes), `analyze` (entry
-points), `follow` (live mode), `render` and `plot` (output). docs/metrics.md is the reference.
+any size), `prom` (Prometheus scrapes), `thresholds` (what the rules judge against), `alarms`
+(the rules), `causes` (likely causes, ranked by the profile's shape and the stated method),
+`expected` (the drafter's expected range), `analyze` (entry points), `follow` (live mode),
+`spec_probe` (smoke's per-request window). Rendering lives with the command
+(`commands/metrics`). docs/metrics.md is the reference.
 """
 
 from __future__ import annotations
