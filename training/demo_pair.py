@@ -270,6 +270,15 @@ def plain_words(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9\u4e00-\u9fff]+", text.lower()))
 
 
+HELD_OUT_WORDS = [plain_words(q) for qs in EVAL_PROMPTS.values() for q in qs]
+
+
+def leaks_held_out(prompt: str) -> bool:
+    """A held-out prompt inside a training prompt, ignoring case and punctuation, is a leak."""
+    words = plain_words(prompt)
+    return any(q in words for q in HELD_OUT_WORDS)
+
+
 def user_turn_prefix(tok: ChatTokenizer, opening: str) -> list[int]:
     """The chat template up to and including `opening` inside the user turn."""
     sentinel = "\x00"
@@ -319,9 +328,9 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
             unique.append(p)
     # a held-out prompt inside a training prompt, ignoring case and punctuation, is a leak
     # ("Write a Python function that removes duplicates from a list while preserving order")
-    held_out = [plain_words(q) for qs in EVAL_PROMPTS.values() for q in qs]
+    held_out = HELD_OUT_WORDS
     leaked = sorted({q for p in unique for q in held_out if q in plain_words(p["prompt"])})
-    unique = [p for p in unique if not any(q in plain_words(p["prompt"]) for q in held_out)]
+    unique = [p for p in unique if not leaks_held_out(p["prompt"])]
     report = {
         "prompts": len(unique),
         "by_kind": {k: sum(p["kind"] == k for p in unique) for k in (*OPENINGS, "code")},
@@ -398,18 +407,25 @@ def save_answers(
     log(f"{path.name}: {len(rows)} rows, mask token emitted {mask_emitted} times")
 
 
-def load_answers(work: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Every chunk's sequences: (tokens [T] int32 end to end, starts [N], lens [N]) and the
-    prompt lengths [N] as a third tensor."""
-    toks, lens, plens = [], [], []
+def load_answers(work: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every chunk's sequences: tokens [T] int32 end to end, lens [N], prompt lengths [N], and
+    whether a row may train [N] bool (False: its prompt holds a held-out prompt: data answered
+    before the prompts stage dropped such prompts)."""
+    prompts = json.loads((work / "prompts.json").read_text("utf-8"))["prompts"]
+    toks, lens, plens, ok = [], [], [], []
     for path in sorted(work.glob("answers-*.pt")):
         data = torch.load(path)
         toks.append(data["tokens"].to(torch.int32))
         lens.append(data["lens"])
         plens.append(data["prompt_lens"])
+        ok.append(
+            torch.tensor([not leaks_held_out(prompts[i]["prompt"]) for i in data["prompt_index"]])
+        )
     tokens, ln, pl = torch.cat(toks), torch.cat(lens).long(), torch.cat(plens).long()
-    log(f"answers: {len(ln)} rows, {int((ln - pl).sum())} answer tokens")
-    return tokens, ln, pl
+    usable = torch.cat(ok)
+    log(f"answers: {len(ln)} rows, {int((ln - pl).sum())} answer tokens; "
+        f"{int((~usable).sum())} rows left out: their prompt holds a held-out prompt")  # fmt: skip
+    return tokens, ln, pl, usable
 
 
 # ---------------------------------------------------------------------------------- drafter
@@ -482,7 +498,7 @@ def drafter_forward_train(
     b = drafter.args.block_size
     dev = seq.device
     with torch.no_grad():
-        _, feats = target(seq, taps=tuple(drafter.args.captured_layers))
+        _, feats = target(seq, taps=tuple(drafter.args.captured_layers), last_only=True)
     ctx = drafter.project_context(feats)  # [N, S, H]
     offs = torch.arange(b, device=dev)
     q_pos = anchors[:, :, None] + offs  # [N, A, B]
@@ -569,16 +585,16 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     opt = torch.optim.AdamW(
         params, lr=sz.draft_lr, betas=(0.9, 0.95), weight_decay=0.01, fused=dev.type == "cuda"
     )
-    tokens, lens, plens = load_answers(work)
+    tokens, lens, plens, usable = load_answers(work)
     starts = torch.cumsum(lens, 0) - lens
     width = int(lens.max())
     cols = torch.arange(width)
     flat = (starts[:, None] + cols).clamp(max=len(tokens) - 1)
     table = torch.where(cols < lens[:, None], tokens[flat], ENDOFTEXT)  # [N, width] int32
-    rows = range(len(lens))
     # hold out 1 % of the answers to watch for over-fitting
-    n_val = max(2, len(rows) // 100)
-    perm = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
+    n_val = max(2, len(lens) // 100)
+    perm = torch.randperm(len(lens), generator=torch.Generator().manual_seed(seed))
+    perm = perm[usable[perm]]
     val_rows, train_rows = perm[:n_val], perm[n_val:]
     start, total, fitted = 0, sz.draft_steps, False
     ckpt = final.with_suffix(".ckpt")
