@@ -328,8 +328,7 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
             unique.append(p)
     # a held-out prompt inside a training prompt, ignoring case and punctuation, is a leak
     # ("Write a Python function that removes duplicates from a list while preserving order")
-    held_out = HELD_OUT_WORDS
-    leaked = sorted({q for p in unique for q in held_out if q in plain_words(p["prompt"])})
+    leaked = sorted({q for p in unique for q in HELD_OUT_WORDS if q in plain_words(p["prompt"])})
     unique = [p for p in unique if not leaks_held_out(p["prompt"])]
     report = {
         "prompts": len(unique),
