@@ -273,10 +273,16 @@ def plain_words(text: str) -> str:
 HELD_OUT_WORDS = [plain_words(q) for qs in EVAL_PROMPTS.values() for q in qs]
 
 
-def leaks_held_out(prompt: str) -> bool:
-    """A held-out prompt inside a training prompt, ignoring case and punctuation, is a leak."""
+def held_out_inside(prompt: str) -> list[str]:
+    """The held-out prompts (as plain words) inside a training prompt, ignoring case and
+    punctuation: each is a leak ("Write a Python function that removes duplicates from a list
+    while preserving order")."""
     words = plain_words(prompt)
-    return any(q in words for q in HELD_OUT_WORDS)
+    return [q for q in HELD_OUT_WORDS if q in words]
+
+
+def leaks_held_out(prompt: str) -> bool:
+    return bool(held_out_inside(prompt))
 
 
 def user_turn_prefix(tok: ChatTokenizer, opening: str) -> list[int]:
@@ -326,14 +332,18 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         if p["prompt"] not in seen:
             seen.add(p["prompt"])
             unique.append(p)
-    # a held-out prompt inside a training prompt, ignoring case and punctuation, is a leak
-    # ("Write a Python function that removes duplicates from a list while preserving order")
-    leaked = sorted({q for p in unique for q in HELD_OUT_WORDS if q in plain_words(p["prompt"])})
-    unique = [p for p in unique if not leaks_held_out(p["prompt"])]
+    leaked: set[str] = set()
+    kept = []
+    for p in unique:
+        found = held_out_inside(p["prompt"])
+        leaked.update(found)
+        if not found:
+            kept.append(p)
+    unique = kept
     report = {
         "prompts": len(unique),
         "by_kind": {k: sum(p["kind"] == k for p in unique) for k in (*OPENINGS, "code")},
-        "eval_prompts_found_in_training_prompts": leaked,
+        "eval_prompts_found_in_training_prompts": sorted(leaked),
         "examples": [p["prompt"] for p in unique[:40]],
     }
     path.write_text(
@@ -408,8 +418,8 @@ def save_answers(
 
 def load_answers(work: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every chunk's sequences: tokens [T] int32 end to end, lens [N], prompt lengths [N], and
-    whether a row may train [N] bool (False: its prompt holds a held-out prompt: data answered
-    before the prompts stage dropped such prompts)."""
+    usable [N] bool: False where the prompt leaks a held-out one (answers made before the
+    prompts stage dropped such prompts)."""
     prompts = json.loads((work / "prompts.json").read_text("utf-8"))["prompts"]
     toks, lens, plens, ok = [], [], [], []
     for path in sorted(work.glob("answers-*.pt")):
