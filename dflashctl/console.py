@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
+from rich.console import NULL_FILE, Console
 from rich.markup import escape
 
 from dflashctl.http_body import redact
@@ -20,14 +20,22 @@ from dflashctl.http_body import redact
 
 class _Masked:
     """sys.stdout or sys.stderr as it is when written to (tests swap them), every write with
-    URL passwords masked. Rich writes each rendered print in one call."""
+    URL passwords masked. Rich writes each rendered print in one call.
+
+    While rich draws a live display (a spinner, a progress bar) it replaces sys.stdout and
+    sys.stderr with proxies that write through the console; the console's own file must be
+    the stream underneath (as rich's own consoles do), or each write comes back to itself for
+    ever. A closed stream (`>&-`: Python sets it to None) swallows what is written."""
 
     def __init__(self, name: str) -> None:
         self._name = name
 
     @property
     def _stream(self) -> Any:
-        return getattr(sys, self._name)
+        stream = getattr(sys, self._name)
+        if stream is None:
+            return NULL_FILE
+        return getattr(stream, "rich_proxied_file", stream)
 
     def write(self, text: str) -> int:
         return int(self._stream.write(redact(text)))
@@ -73,7 +81,10 @@ def emit_json(data: Any) -> None:
 
 
 def emit_text(text: str) -> None:
-    """Machine-readable text on stdout as is, but for a URL's password."""
+    """Machine-readable text on stdout as is, but for a URL's password (nowhere if stdout is
+    closed)."""
+    if sys.stdout is None:
+        return
     sys.stdout.write(redact(text))
     sys.stdout.flush()
 
