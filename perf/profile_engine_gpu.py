@@ -4,11 +4,13 @@ The same shapes as perf/bench_engine_gpu.py (a Qwen3-8B-shaped bf16 target at a 
 context, a 5-layer block-16 drafter). For each step — decode (1 token), verify (16 tokens),
 drafter pass — two views:
 
-    kernels      (GPU only) torch.profiler over --reps CUDA-graph replays: each kernel's time per step,
-                 the share of the step, and the step's kernel sum against its replay time
-    ops          one eager call with shapes recorded: each (op, input shapes) row's device time
-                 per call (CPU time off a GPU); for a matrix product with a weight operand, the bytes it must read
-                 (the weight) and the bandwidth it reached against the copy bandwidth
+    kernels      (GPU only) torch.profiler over --reps CUDA-graph replays: each kernel's
+                 time per step, the share of the step, and the step's kernel sum against
+                 its replay time
+    ops          one eager call with shapes recorded: each (op, input shapes) row's device
+                 time per call (CPU time off a GPU); for a matrix product with a weight
+                 operand, the bytes it must read (the weight) and the bandwidth it reached
+                 against the copy bandwidth
 
     python3 perf/profile_engine_gpu.py > profile.json            # on an H100 or H200
     python3 perf/profile_engine_gpu.py --preset tiny             # a smoke run on the CPU
@@ -21,17 +23,18 @@ import json
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_engine_gpu import PRESETS, build, copy_bandwidth, floors, graphed, timer  # noqa: E402
+from bench_engine_gpu import PRESETS, build, copy_bandwidth, floors, graphed, timer
 
-from dflashctl.engine.fast import StaticSteps  # noqa: E402
+from dflashctl.engine.fast import StaticSteps
 
 
 def device_us(evt: Any) -> float:
@@ -70,7 +73,11 @@ def ops(fn: Callable[[], None], dev: torch.device, bw: float, item: int) -> list
             torch.cuda.synchronize()
     rows = []
     for evt in prof.key_averages(group_by_input_shape=True):
-        if not evt.key.startswith("aten::") or evt.key in ("aten::empty", "aten::to", "aten::copy_"):
+        if not evt.key.startswith("aten::") or evt.key in (
+            "aten::empty",
+            "aten::to",
+            "aten::copy_",
+        ):
             continue
         total = device_us(evt) if dev.type == "cuda" else float(evt.self_cpu_time_total)
         us = total / max(evt.count, 1)
@@ -79,7 +86,10 @@ def ops(fn: Callable[[], None], dev: torch.device, bw: float, item: int) -> list
         row: dict[str, Any] = {"op": evt.key, "shapes": str(evt.input_shapes)[:200],
                                "calls": evt.count, "us_per_call": us}  # fmt: skip
         shapes = evt.input_shapes or []
-        if evt.key in ("aten::mm", "aten::linear", "aten::addmm", "aten::matmul") and len(shapes) >= 2:
+        if (
+            evt.key in ("aten::mm", "aten::linear", "aten::addmm", "aten::matmul")
+            and len(shapes) >= 2
+        ):
             w = shapes[1] if evt.key != "aten::addmm" else shapes[2]
             if len(w) == 2:
                 weight_bytes = w[0] * w[1] * item

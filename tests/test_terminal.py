@@ -139,7 +139,9 @@ def test_metrics_follow_stops_at_the_first_alarm(tmp_path: Path) -> None:
         " 0.000, Avg Draft acceptance rate: 0.7%\n"
     )
     log.write_text("".join(line.format(m=m) for m in range(10)))
-    run = run_in_terminal(["metrics", str(log), "--follow", "--exit-on-alarm"], timeout=60, env=env())
+    run = run_in_terminal(
+        ["metrics", str(log), "--follow", "--exit-on-alarm"], timeout=60, env=env()
+    )
     assert not run.timed_out, run.raw[-2000:]
     no_traceback(run.text)
     assert run.code == 1, run.text
