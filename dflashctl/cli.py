@@ -22,6 +22,7 @@ from dflashctl.commands.diagnose import command as diagnose
 from dflashctl.commands.doctor import command as doctor
 from dflashctl.commands.environment import epilog
 from dflashctl.commands.fetch import command as fetch
+from dflashctl.commands.help_text import Command, Group
 from dflashctl.commands.install import command as install
 from dflashctl.commands.metrics import command as metrics
 from dflashctl.commands.run import command as run
@@ -33,6 +34,7 @@ from dflashctl.errors import DflashError
 
 app = typer.Typer(
     name="dflashctl",
+    cls=Group,
     help="Deploy and diagnose DFlash speculative decoding.",
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -66,10 +68,14 @@ def _root(
 
 # Every command: its module under dflashctl/commands/<verb>/command.py; its --help ends with
 # the environment variables it reads (commands/environment.py).
-app.command("verify-config", epilog=epilog("verify-config"))(verify_config.verify_config)
-app.command(epilog=epilog("fetch"))(fetch.fetch)
+app.command("verify-config", cls=Command, epilog=epilog("verify-config"))(
+    verify_config.verify_config
+)
+app.command(cls=Command, epilog=epilog("fetch"))(fetch.fetch)
 # serve takes a `vllm serve` line as it is: options it does not know are the engine's
-app.command(epilog=epilog("serve", serve.EPILOG), context_settings=serve.CONTEXT)(serve.serve)
+app.command(cls=Command, epilog=epilog("serve", serve.EPILOG), context_settings=serve.CONTEXT)(
+    serve.serve
+)
 for name, fn in (
     ("stop", serve.stop),
     ("status", serve.status),
@@ -82,7 +88,7 @@ for name, fn in (
     ("diagnose", diagnose.diagnose),
     ("install", install.install),
 ):
-    app.command(name, epilog=epilog(name))(fn)
+    app.command(name, cls=Command, epilog=epilog(name))(fn)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -7,8 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import run_main
 
 from dflashctl.cli import app
+
+COMMANDS = ["verify-config", "fetch", "serve", "stop", "status", "smoke", "metrics", "bench",
+            "run", "demo", "doctor", "diagnose", "install"]  # fmt: skip
 
 
 def test_help_does_not_import_heavy_modules():
@@ -103,3 +107,32 @@ def test_a_password_in_a_server_url_is_never_printed(args, tmp_path):
     assert "Traceback" not in shown and r.returncode in (0, 1), shown[-2000:]
     assert "s3cret" not in shown
     assert "user:***@" in shown
+
+
+def _description_paragraphs(text: str) -> list[list[str]]:
+    """The paragraphs between `Usage:` and the first panel of a rendered --help."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Usage:" in line) + 1
+    end = next(i for i, line in enumerate(lines) if line.lstrip().startswith("╭"))
+    paragraphs: list[list[str]] = [[]]
+    for line in lines[start:end]:
+        if line.strip():
+            paragraphs[-1].append(line.strip())
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    return [p for p in paragraphs if p]
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_help_at_80_columns_wraps_once_and_shows_no_bool(command, monkeypatch, capsys) -> None:
+    """A hard-wrapped docstring re-wrapped by rich breaks a sentence twice (a short line inside
+    a paragraph); a flag takes no value, so `<bool>` says nothing."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_main(monkeypatch, capsys, *([command] if command else []), "--help")
+    assert code == 0
+    assert "<bool>" not in out
+    for para in _description_paragraphs(out):
+        if para[0].startswith(("dflashctl ", "Examples", "Exit")) or len(para) == 1:
+            continue
+        short = [line for line in para[:-1] if len(line) < 60]
+        assert not short, f"{command} --help: a paragraph broken early: {short}"

@@ -1,7 +1,5 @@
 """The `dflashctl install` command: the Typer signature, parse, one call, render."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

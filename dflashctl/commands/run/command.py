@@ -1,7 +1,5 @@
 """The `dflashctl run` command: the Typer signature, parse, one call, render."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

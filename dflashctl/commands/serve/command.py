@@ -1,8 +1,6 @@
 """The `dflashctl serve`, `stop` and `status` commands: the Typer signatures, parse, one call,
 render."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer
