@@ -616,3 +616,27 @@ def test_status_fits_80_columns_by_leaving_columns_out(monkeypatch, capsys, tmp_
     assert "url" in header  # the columns kept are the ones needed most
     state.remove("qwen3-8b-dflash-b16-tp2-0")
     state.remove("qwen3-8b-dflash-b16-tp2-1")
+
+
+def test_an_interpreter_without_the_engine_is_refused_before_the_launch(
+    monkeypatch, capsys, tmp_path, pair
+):
+    """`pip install dflashctl` without the `engine` extra: serve says what is missing and how to
+    install it, exit 2, before it starts anything (it used to launch, then report the engine's
+    ModuleNotFoundError with a hint about flash-attn builds)."""
+    import subprocess
+
+    target, drafter = pair
+    venv = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    args = ["serve", "--model", str(target), "--drafter", str(drafter), "--python",
+            str(venv / "bin" / "python"), "--port", str(free_port()), "--detach"]  # fmt: skip
+    code, data, err = run_json(monkeypatch, capsys, *args)
+    assert code == 2, err
+    assert (
+        "the bundled engine needs torch, numpy, tokenizers, jinja2, fastapi, uvicorn"
+        in (data["error"])
+    )
+    assert "pip install 'dflashctl[engine]'" in data["hint"]
+    code, data, _ = run_json(monkeypatch, capsys, "status")
+    assert code == 0 and data["deployments"] == []

@@ -26,6 +26,9 @@ from dflashctl.errors import UsageError
 ENGINES = ("local", "vllm", "sglang")
 DEFAULT_PORT = {"local": 8000, "vllm": 8000, "sglang": 30000}
 # The engine's own "I am serving" line (engine-formats.md §4, §6; uvicorn for the bundled one).
+# What `python -m dflashctl.engine.server` imports (the `engine` extra); checked before a launch
+LOCAL_ENGINE_MODULES = ("torch", "numpy", "tokenizers", "jinja2", "fastapi", "uvicorn")
+LOCAL_ENGINE_INSTALL = "pip install 'dflashctl[engine]'"
 READY_LINES = {
     "local": ("Application startup complete.",),
     "vllm": ("Application startup complete.",),

@@ -23,10 +23,12 @@ get them. Progress goes to an `on_event` callback; nothing here prints.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import posixpath
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,13 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflashctl.errors import DflashError, PortInUseError
+from dflashctl.errors import DflashError, EngineError, PortInUseError
 from dflashctl.hosts.host import Host, quote_argv
 from dflashctl.server import deployments as state
 from dflashctl.server import logscan
-from dflashctl.server.engines import (
-    EngineSpec,
-)
+from dflashctl.server.engines import LOCAL_ENGINE_INSTALL, LOCAL_ENGINE_MODULES, EngineSpec
 from dflashctl.server.plan import Plan
 
 MAX_LINES = 20000
@@ -146,6 +146,38 @@ def _check_port(plan_: Plan, host: Host) -> None:
         f"{where} is already in use by {who}",
         "stop that process, or pick another --port; dflashctl only stops servers it started",
     )
+
+
+_MISSING_MODULES = (
+    "import importlib.util, sys; "
+    "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+)
+
+
+def _check_engine_modules(plan_: Plan, host: Host) -> None:
+    """The bundled engine's imports (fastapi, uvicorn, torch, ...) are there in the interpreter
+    that will run it: without them the process dies after the launch, as a bare
+    ModuleNotFoundError in its log. Nothing is imported, only looked up."""
+    if plan_.spec.engine != "local":
+        return
+    python = plan_.spec.python or host.python
+    if host.is_local and python == sys.executable:
+        missing = [m for m in LOCAL_ENGINE_MODULES if importlib.util.find_spec(m) is None]
+    else:
+        res = host.sh(f"{quote_argv([python, '-c', _MISSING_MODULES, *LOCAL_ENGINE_MODULES])}")
+        if not res.ok:
+            raise EngineError(
+                f"{python} on {host.label} could not be run: {res.tail(1, strip=True)}",
+                "name the engine's interpreter with --python",
+            )
+        missing = res.stdout.split()
+    if missing:
+        where = "" if host.is_local else f" on {host.label}"
+        raise EngineError(
+            f"the bundled engine needs {', '.join(missing)}, missing in {python}{where}",
+            f"{LOCAL_ENGINE_INSTALL} in that environment (./bin/dflashctl does it for a "
+            "checkout), or name another interpreter with --python",
+        )
 
 
 # ---- launching and waiting -------------------------------------------------------------------
@@ -341,6 +373,7 @@ def launch(
 
     emit("step", f"checking port {plan_.spec.port} on {host.label}")
     _check_port(plan_, host)
+    _check_engine_modules(plan_, host)
 
     run_dir = host.abspath(plan_.run_dir)
     log_path = posixpath.join(run_dir, "server.log")

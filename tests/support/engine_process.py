@@ -34,10 +34,15 @@ HERE = Path(__file__).resolve()
 
 
 def make_python(directory: Path, mode: str) -> Path:
-    """An executable wrapper: `WRAPPER -m dflashctl.engine.server ARGS` runs the fake in MODE."""
+    """An executable wrapper: `WRAPPER -m dflashctl.engine.server ARGS` runs the fake in MODE;
+    `WRAPPER -c CODE` (serve's look-up of the engine's modules before a launch) runs this
+    interpreter, which has them."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"python-{mode}"
-    path.write_text(f'#!/bin/sh\nexec {sys.executable} {HERE} {mode} "$@"\n')
+    path.write_text(
+        f'#!/bin/sh\n[ "$1" = "-c" ] && exec {sys.executable} "$@"\n'
+        f'exec {sys.executable} {HERE} {mode} "$@"\n'
+    )
     path.chmod(0o755)
     return path
 

@@ -33,6 +33,9 @@ def render_demo(report: DemoReport, console: Console = out) -> None:
         for s in report.story:
             t.add_row(escape(s.name), "✓" if s.ok else "✗", escape(s.summary))
         console.print(t)
+    if report.run.could_not_run:  # the step's own line said why and what to do
+        console.print("[red]demo could not run[/red]")
+        return
     verdict = "[green]demo passed[/green]" if report.ok else "[red]demo found a problem[/red]"
     console.print(verdict)
     console.print("\n[bold]Next, on your own servers:[/bold]")

@@ -80,7 +80,7 @@ class DemoReport:
 NEXT_COMMANDS = [
     "dflashctl verify-config /path/to/drafter --drafter NAME     # before every launch",
     "dflashctl fetch NAME --dir /models/drafter --host gpu1      # a pinned, verified copy there",
-    "dflashctl serve playbooks/vllm-2xa100-tp2.yaml --dry-run    # the command it would run",
+    "dflashctl serve vllm-2xa100-tp2 --dry-run                   # a bundled playbook's command",
     "dflashctl smoke http://HOST:8000 --log /path/vllm.log       # a real request, a real verdict",
     "dflashctl metrics /path/vllm.log --follow --exit-on-alarm   # watch acceptance live",
 ]

@@ -35,9 +35,6 @@ PYTHON_ENV = {"vllm": "DFLASHCTL_VLLM_PYTHON", "sglang": "DFLASHCTL_SGLANG_PYTHO
 LAUNCHER = {"vllm": "vllm", "sglang": "sglang"}
 
 
-LOCAL_ENGINE_DEPS = ("torch", "numpy", "tokenizers", "jinja2", "fastapi", "uvicorn")
-
-
 GPU_QUERY = "index,name,compute_cap,driver_version,memory.total,memory.used,memory.free"
 
 

@@ -11,7 +11,6 @@ from packaging.version import Version
 from dflashctl.commands.doctor.facts import engine_version, gib, parse_version_text, size_text
 from dflashctl.commands.doctor.report import (
     DEFAULT_PORT,
-    LOCAL_ENGINE_DEPS,
     MIN_FREE_DISK,
     PYTHON_ENV,
     STATUSES,
@@ -22,6 +21,7 @@ from dflashctl.defects.catalogue import Catalogue
 from dflashctl.defects.match import DefectMatch
 from dflashctl.defects.predicates import public
 from dflashctl.report import Row
+from dflashctl.server.engines import LOCAL_ENGINE_INSTALL, LOCAL_ENGINE_MODULES
 
 
 class Rows:
@@ -231,14 +231,14 @@ def row_engine(
     build: str | None,
 ) -> None:
     if engine == "local":
-        missing = [d for d in LOCAL_ENGINE_DEPS if d not in dists]
+        missing = [d for d in LOCAL_ENGINE_MODULES if d not in dists]
         if missing:
             rows.add(
                 "engine",
                 "bundled engine",
                 "error",
                 f"missing in {python}: {', '.join(missing)}",
-                "pip install 'dflashctl[engine]'",
+                LOCAL_ENGINE_INSTALL,
             )
         else:
             rows.add(
