@@ -126,7 +126,7 @@ def test_dry_run_opens_no_connection(tmp_path: Path, monkeypatch, capsys) -> Non
             monkeypatch, capsys, "run", "playbooks/vllm-2xa100-tp2.yaml", "--dry-run"
         )
         assert code == 0, out + err
-        assert "/vllm/bin/vllm' serve Qwen/Qwen3-8B" in out and "not checked on gpu-a100" in out
+        assert "/vllm/bin/vllm serve Qwen/Qwen3-8B" in out and "not checked on gpu-a100" in out
         assert "(vllm, http://127.0.0.1:8000)" in out  # the alias' HostName, read offline
         with pytest.raises(TimeoutError):
             listener.accept()  # nobody knocked

@@ -242,7 +242,8 @@ class TestRender:
             "--speculative-config", sc, "--max-model-len", "64", "-tp", "2",
             "--host", "0.0.0.0",
         )  # fmt: skip
-        assert code == 2 and "--bind" in plan["hint"]  # --host is serve's: the SSH host
+        assert code == 0, err  # `--host 0.0.0.0` as vllm serve takes it: the listen address
+        assert plan["host"] == "local" and plan["cmd"][plan["cmd"].index("--host") + 1] == "0.0.0.0"
         code, plan, err = run_json(
             monkeypatch, capsys, "serve", str(target), "--engine", "vllm", "--dry-run",
             "--speculative-config", sc, "--max-model-len", "64", "-tp", "2", "--bind", "0.0.0.0",
@@ -276,9 +277,22 @@ class TestRender:
         )  # fmt: skip
         assert code == 2 and "disagree" in err
 
-    @pytest.mark.parametrize("command", [["serve", "--engine", "vllm", "--model", "m"],
-                                         ["verify-config", "/nonexistent"],
-                                         ["doctor"]])  # fmt: skip
+    @pytest.mark.parametrize("addr", ["0.0.0.0", "::", "127.0.0.1", "localhost"])
+    def test_serve_takes_a_listen_address_as_vllm_serve_does(self, monkeypatch, capsys, addr):
+        """`vllm serve MODEL --host 0.0.0.0 ...` runs unchanged: an address that can name no
+        machine to reach over SSH is the listen address, said in one line."""
+        args = ["serve", "--engine", "vllm", "m", "--drafter", "d", "-k", "15", "--host", addr,
+                "--port", "8000", "--dry-run"]  # fmt: skip
+        code, out, err = run_main(monkeypatch, capsys, *args)
+        assert code == 0, err
+        assert f" --host {addr} --port 8000 " in out and not out.startswith("ssh")
+        assert err.splitlines()[0].startswith(f"--host {addr}: the listen address")
+        code, data, _ = run_json(monkeypatch, capsys, *args)
+        assert code == 0 and data["host"] == "local"
+        code, _, err = run_main(monkeypatch, capsys, *args, "--bind", "10.1.1.1")
+        assert code == 2 and "both give the listen address" in err
+
+    @pytest.mark.parametrize("command", [["verify-config", "/nonexistent"], ["doctor"]])
     @pytest.mark.parametrize("addr", ["0.0.0.0", "::", "127.0.0.1", "localhost"])
     def test_a_listen_address_given_to_host_names_bind(self, monkeypatch, capsys, command, addr):
         t0 = time.monotonic()

@@ -11,13 +11,15 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from support.sshd import Sshd, keygen, sshd_server
 from support.startup import free_port
 
 from dflashctl.errors import HostKeyError, InputError, RemoteError
-from dflashctl.hosts.ssh import ROTATED, TRUNCATED, SSHHost, SSHOptions, parse_spec, resolve
+from dflashctl.hosts.spec import parse_spec
+from dflashctl.hosts.ssh import ROTATED, TRUNCATED, SSHHost, SSHOptions, resolve
 
 pytestmark = pytest.mark.ssh
 
@@ -268,3 +270,71 @@ def test_every_host_command_takes_the_ssh_options(sshd, tmp_path, monkeypatch, c
     if command[0] == "metrics":
         assert code == 0, err  # the healthy log, read over SSH
     assert (tmp_path / "kh").read_text().startswith(f"[127.0.0.1]:{sshd.port} ")
+
+
+class TestPastedLines:
+    """The `ssh ...` lines a dry run prints, pasted into a shell as a user does: OpenSSH's own
+    client against the real sshd, each argument arriving as the engine must see it."""
+
+    @pytest.fixture
+    def client_config(self, sshd: Sshd, tmp_path) -> str:
+        path = tmp_path / "ssh_config"
+        path.write_text(
+            f"Host *\n  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {sshd.known_hosts}\n  BatchMode yes\n  ConnectTimeout 5\n"
+        )
+        return str(path)
+
+    @pytest.fixture
+    def echo_vllm(self, tmp_path) -> Path:
+        """A `vllm` beside a `python` in a venv-like bin/: prints the argv it got, as JSON."""
+        import sys
+
+        bin_dir = tmp_path / "venv" / "bin"
+        bin_dir.mkdir(parents=True)
+        (bin_dir / "python").symlink_to(sys.executable)
+        vllm = bin_dir / "vllm"
+        vllm.write_text(
+            f"#!{sys.executable}\nimport json, sys\nprint('ARGV ' + json.dumps(sys.argv[1:]))\n"
+        )
+        vllm.chmod(0o755)
+        return bin_dir / "python"
+
+    def test_the_engine_line_of_serve_dry_run(
+        self, sshd: Sshd, client_config, echo_vllm, monkeypatch, capsys
+    ):
+        import json
+        import subprocess
+
+        from support.cli import run_json, run_main
+
+        spec = f"{sshd.user}@127.0.0.1:{sshd.port}"
+        args = ["serve", "--engine", "vllm", "--model", "Qwen/Qwen3-8B", "--drafter",
+                "/models/My Drafter", "--host", spec, "--python", str(echo_vllm),
+                "--ssh-config", client_config, "-k", "15", "--dry-run", "--",
+                "--max-model-len", "8192"]  # fmt: skip
+        code, data, err = run_json(monkeypatch, capsys, *args)
+        assert code == 0, err
+        cmd = data["cmd"]
+        assert data["launch_line"].startswith("ssh -F ")
+        code, out, err = run_main(monkeypatch, capsys, *args)
+        assert code == 0, err
+        line = out.strip().splitlines()[-1]
+        assert line.startswith(f"ssh -F {client_config} -p {sshd.port} {sshd.user}@127.0.0.1 ")
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        got = json.loads(done.stdout.split("ARGV ", 1)[1])
+        assert got == cmd[1:]  # the JSON's quotes, the space in the path: all intact
+        spec_json = json.loads(got[got.index("--speculative-config") + 1])
+        assert spec_json["method"] == "dflash" and spec_json["model"] == "/models/My Drafter"
+
+    def test_a_tilde_expands_on_the_remote_side(self, sshd: Sshd, client_config):
+        import subprocess
+
+        from dflashctl.hosts.spec import ssh_line
+
+        line = ssh_line(f"{sshd.user}@127.0.0.1:{sshd.port}", ["echo", "~/x y", "$HOME"],
+                        client_config)  # fmt: skip
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"{os.path.expanduser('~')}/x y $HOME"

@@ -25,7 +25,6 @@ import hashlib
 import logging
 import os
 import posixpath
-import re
 import shlex
 import socket
 import stat as stat_mod
@@ -40,6 +39,7 @@ import paramiko
 from dflashctl.errors import HostKeyError, InputError, OutputError, RemoteError
 from dflashctl.files import kind_of
 from dflashctl.hosts.host import MAX_OUTPUT, CommandResult, FileStat, Host, HttpReply
+from dflashctl.hosts.spec import parse_spec
 
 # paramiko logs refused tunnels ("Secsh channel 7 open FAILED") and dropped connections itself;
 # they are expected while waiting for a port and reach the user as RemoteErrors instead.
@@ -114,9 +114,6 @@ class HostTarget:
         return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
 
 
-_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
-
-
 def check_hostname(host: str, where: str) -> None:
     """InputError for a DNS name no resolver takes: a label over 63 characters, a name over
     253 (IPv6 addresses, which hold ':', are left to the connection)."""
@@ -147,21 +144,6 @@ def _ssh_config(path: Path | None) -> paramiko.SSHConfig:
             "fix that line (ssh_config is plain text)",
         ) from None
     return paramiko.SSHConfig.from_text(text)
-
-
-def parse_spec(spec: str) -> tuple[str | None, str, int | None]:
-    """`[user@]host[:port]` (IPv6 as `[addr]:port`) -> (user, host, port)."""
-    m = _SPEC.match(spec.strip())
-    if not m or not spec.strip():
-        raise InputError(
-            f"--host {spec!r} is not [user@]host[:port] or an ssh_config alias",
-            "e.g. --host gpu1, --host alice@10.0.0.5, --host alice@10.0.0.5:2222",
-        )
-    host = m.group("host").strip("[]")
-    port = int(m.group("port")) if m.group("port") else None
-    if port is not None and not 0 < port < 65536:
-        raise InputError(f"--host {spec!r}: port {port} is out of range")
-    return m.group("user"), host, port
 
 
 def resolve(spec: str, opts: SSHOptions) -> HostTarget:

@@ -86,6 +86,16 @@ class Plan:
     def host_label(self) -> str:
         return self.host or "local"
 
+    @property
+    def launch_line(self) -> str:
+        """The engine's command as a user pastes it: as it is here, or as an OpenSSH line that
+        runs it on the plan's host (with the command's --ssh-config)."""
+        if not self.host:
+            return quote_argv(self.argv)
+        from dflashctl.hosts.spec import COMMAND_SSH, ssh_line
+
+        return ssh_line(self.host, self.argv, COMMAND_SSH.get("ssh_config"))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -94,6 +104,7 @@ class Plan:
             "url": self.url,
             "cmd": self.argv,
             "cmd_text": quote_argv(self.argv),
+            "launch_line": self.launch_line,
             "env": self.env,
             "secret_env": self.secret_names,  # names only: values never leave this process
             "num_speculative_tokens": self.spec.num_speculative_tokens,

@@ -181,16 +181,19 @@ def dry_run_steps(hp: HostPlan, p: Any) -> list[str]:
             + ["--engine", str(hp.verify.get("engine") or p.spec.engine)]
             + where
         )
-    steps.append([*(["ssh", p.host] if p.host else []), *p.argv])
+    lines = [quote_argv(s) for s in steps]
+    lines.append(p.launch_line)
     smoke = ["dflashctl", "smoke", p.name, "--max-tokens", str(hp.smoke.get("max_tokens", 128))]
-    steps.append(smoke)
+    lines.append(quote_argv(smoke))
     if p.spec.spec == "dflash":
         floor = hp.metrics.get("min_acceptance_length")
-        steps.append(
-            ["dflashctl", "metrics", p.log, *where]
-            + (["--min-acceptance-length", str(floor)] if floor else [])
+        lines.append(
+            quote_argv(
+                ["dflashctl", "metrics", p.log, *where]
+                + (["--min-acceptance-length", str(floor)] if floor else [])
+            )
         )
-    return [quote_argv(s) for s in steps]
+    return lines
 
 
 def _timed(run: HostRun, name: str, on_step: OnStep | None, fn: Callable[[], StepResult]) -> bool:

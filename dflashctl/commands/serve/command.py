@@ -135,11 +135,24 @@ def serve(
     root-cause lines are shown), 2 could not run (bad arguments, port in use, unreachable host).
     """
     from dflashctl.hosts import check_host_spec, set_command_ssh
+    from dflashctl.hosts.spec import listen_address
     from dflashctl.hosts.ssh import SSHOptions
     from dflashctl.playbook import find_playbook
     from dflashctl.server.book import options_from_playbook
     from dflashctl.server.plan import ServeOptions
 
+    address = listen_address(host)
+    if address is not None:  # `vllm serve ... --host 0.0.0.0` as typed: the listen address
+        if bind is not None and bind != address:
+            raise UsageError(
+                f"--host {host} and --bind {bind} both give the listen address",
+                "give it once (dflashctl's --host names a machine reached over SSH)",
+            )
+        bind, host = address, None
+        if not json_out:
+            from dflashctl.commands.serve.render import listen_note
+
+            listen_note(address)
     check_host_spec(host)
     set_command_ssh(ssh_config, accept_new_host_key)
     items = list(args or [])

@@ -12,7 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from dflashctl.console import err, out
-from dflashctl.hosts.host import quote_argv
 
 
 class Progress:
@@ -55,6 +54,16 @@ class Progress:
             self.status.update(f"{escape(event.message)} ({event.elapsed:.0f} s)")
 
 
+def listen_note(address: str) -> None:
+    err.print(
+        escape(
+            f"--host {address}: the listen address, as vllm serve's --host (serve --bind); "
+            "a machine to run on over SSH is [user@]host[:port] or an ssh_config alias"
+        ),
+        soft_wrap=True,
+    )
+
+
 def render_plans(plans: list[Any]) -> None:
     for p in plans:
         k = p.spec.num_speculative_tokens
@@ -70,7 +79,7 @@ def render_plans(plans: list[Any]) -> None:
         env = " ".join(f"{k}={v}" for k, v in p.env.items())
         secrets = " ".join(f"{n}=<from your environment>" for n in p.secret_names)
         err.print(escape(f"# env: {env}" + (f" {secrets}" if secrets else "")), soft_wrap=True)
-        out.print(escape(quote_argv(p.argv)), soft_wrap=True)
+        out.print(escape(p.launch_line), soft_wrap=True)
 
 
 def render_results(outcome: Any) -> None:
