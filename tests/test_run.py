@@ -186,3 +186,61 @@ def test_a_spec_none_host_with_its_own_speculation_is_a_baseline_not_a_plain_ser
     opts = ServeOptions(engine="sglang", model="m", spec="none", extra_args=mtp)
     step = _fetch(HostPlan(serve=opts, fetch={"drafter": "demo"}), opts)
     assert step.status == "skip" and "no DFlash drafter" in step.summary
+
+
+class TestLimitAndSSHOptions:
+    """`run PLAYBOOK --limit` (Ansible's habit) and the SSH options every other command has."""
+
+    @pytest.fixture
+    def fleet(self, tmp_path: Path) -> Path:
+        return _playbook(
+            tmp_path,
+            """name: fleet
+hosts:
+  - gpu-a
+  - gpu-b
+  - {host: ops@10.0.0.23:2222, name: gpu-c}
+serve: {engine: vllm, model: m, drafter: /d, num_speculative_tokens: 7}
+""",
+        )
+
+    @pytest.mark.parametrize(
+        "limit, chosen",
+        [
+            ("gpu-b", ["fleet-gpu-b"]),
+            ("gpu-a,gpu-c", ["fleet-gpu-a", "gpu-c"]),
+            ("gpu-*", ["fleet-gpu-a", "fleet-gpu-b", "gpu-c"]),
+            ("gpu-*,!gpu-c", ["fleet-gpu-a", "fleet-gpu-b"]),
+            ("!gpu-a", ["fleet-gpu-b", "gpu-c"]),
+            ("ops@10.0.0.23:2222", ["gpu-c"]),
+            ("fleet-gpu-a", ["fleet-gpu-a"]),
+        ],
+    )
+    def test_limit_selects_hosts(self, fleet, monkeypatch, capsys, limit, chosen) -> None:
+        code, data, err = run_json(
+            monkeypatch, capsys, "run", str(fleet), "--dry-run", "--limit", limit
+        )
+        assert code == 0, err
+        assert [c["name"] for c in data["commands"]] == chosen
+
+    @pytest.mark.parametrize("limit", ["nope", "!gpu-*", " , "])
+    def test_a_limit_that_selects_nothing_is_exit_2(
+        self, fleet, monkeypatch, capsys, limit
+    ) -> None:
+        code, out, err = run_main(monkeypatch, capsys, "run", str(fleet), "--dry-run", "-l", limit)
+        assert code == 2 and out == "" and "Traceback" not in err
+        assert "--limit" in err.splitlines()[0]
+
+    def test_ssh_config_is_the_one_given(self, fleet, tmp_path, monkeypatch, capsys) -> None:
+        """--check connects: with an ssh_config that sends gpu-a to a closed port, the failure
+        names that port (the file was read); a missing file is one line, exit 2."""
+        from support.startup import free_port
+
+        port = free_port()
+        cfg = tmp_path / "cfg"
+        cfg.write_text(f"Host gpu-a\n  HostName 127.0.0.1\n  Port {port}\n  ConnectTimeout 2\n")
+        args = ["run", str(fleet), "--dry-run", "--check", "--limit", "gpu-a"]
+        code, out, err = run_main(monkeypatch, capsys, *args, "--ssh-config", str(cfg))
+        assert code == 2 and f"127.0.0.1:{port}" in out + err
+        code, out, err = run_main(monkeypatch, capsys, *args, "--ssh-config", str(tmp_path / "no"))
+        assert code == 2 and "ssh config file not found" in err

@@ -5,7 +5,9 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    AcceptNewHostKeyOpt,
     JsonOpt,
+    SSHConfigOpt,
     complete_playbook,
     exit_for,
 )
@@ -36,6 +38,17 @@ def run(
             "--check", help="With --dry-run: connect to each host and read the facts there."
         ),
     ] = False,
+    limit: Annotated[
+        str | None,
+        typer.Option(
+            "--limit",
+            "-l",
+            help="Only these hosts: comma-separated host or deployment names, shell wildcards, "
+            "!NAME to leave one out (as Ansible's --limit).",
+        ),
+    ] = None,
+    ssh_config: SSHConfigOpt = None,
+    accept_new_host_key: AcceptNewHostKeyOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run a playbook end to end: fetch, verify-config, serve, smoke, metrics, per host.
@@ -45,11 +58,14 @@ def run(
     Examples:
       dflashctl run playbooks/demo.yaml --teardown
       dflashctl run playbooks/vllm-2xa100-tp2.yaml --dry-run
+      dflashctl run vllm-fleet --limit 'gpu-*,!gpu-c'
     """
     from dflashctl.commands.run.render import render_run, step_line
     from dflashctl.commands.run.run import run_playbook
+    from dflashctl.hosts import set_command_ssh
     from dflashctl.playbook import find_playbook
 
+    set_command_ssh(ssh_config, accept_new_host_key)
     path = find_playbook(playbook)
     if path is None:
         raise UsageError(f"{playbook!r} is not a playbook file or a bundled playbook name")
@@ -60,6 +76,7 @@ def run(
         teardown=teardown,
         dry_run=dry_run,
         check=check,
+        limit=limit,
         on_step=None if json_out else step_line,
     )
     if json_out:

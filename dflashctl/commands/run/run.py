@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dflashctl.errors import DflashError
+from dflashctl.errors import DflashError, UsageError
 from dflashctl.server.engines import own_speculation
 
 STEPS = ("fetch", "verify-config", "serve", "smoke", "metrics")
@@ -142,10 +142,44 @@ class HostPlan:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def host_plans(path: Path, overrides: dict[str, Any] | None = None) -> tuple[str, list[HostPlan]]:
+def limited(opts: list[Any], limit: str | None) -> list[Any]:
+    """Ansible's `--limit`: comma-separated patterns (shell wildcards) matched against each
+    host's `host` (as the playbook spells it, `local` for this machine) and its deployment
+    name; a pattern starting with `!` leaves the hosts it matches out."""
+    import fnmatch
+
+    if limit is None:
+        return opts
+    patterns = [p.strip() for p in limit.split(",") if p.strip()]
+    if not patterns:
+        raise UsageError("--limit is empty", "e.g. --limit gpu-a,gpu-b or --limit 'gpu-*'")
+    keep, drop = (
+        [p for p in patterns if not p.startswith("!")],
+        [p[1:] for p in patterns if p.startswith("!")],
+    )
+
+    def names(o: Any) -> list[str]:
+        return [o.host or "local", o.name]
+
+    def hit(o: Any, pats: list[str]) -> bool:
+        return any(fnmatch.fnmatchcase(n, p) for n in names(o) for p in pats)
+
+    chosen = [o for o in opts if (not keep or hit(o, keep)) and not hit(o, drop)]
+    if not chosen:
+        listed = ", ".join(f"{o.name} ({o.host or 'local'})" for o in opts)
+        raise UsageError(
+            f"--limit {limit} matches none of the playbook's hosts", f"hosts: {listed}"
+        )
+    return chosen
+
+
+def host_plans(
+    path: Path, overrides: dict[str, Any] | None = None, limit: str | None = None
+) -> tuple[str, list[HostPlan]]:
     from dflashctl.server.book import options_from_playbook
 
     book, opts = options_from_playbook(path, overrides or {})
+    opts = limited(opts, limit)
     plans = [
         HostPlan(
             serve=o,
@@ -389,10 +423,12 @@ def run_playbook(
     dry_run: bool = False,
     check: bool = False,
     overrides: dict[str, Any] | None = None,
+    limit: str | None = None,
     on_step: OnStep | None = None,
 ) -> RunReport:
-    """Every host of the playbook in turn (hosts are independent: one failing stops only it)."""
-    name, plans = host_plans(path, overrides)
+    """Every host of the playbook in turn (hosts are independent: one failing stops only it),
+    or those `limit` selects."""
+    name, plans = host_plans(path, overrides, limit)
     if dry_run:
         from dflashctl.hosts.ssh import SSHOptions
         from dflashctl.server.book import run_serve
