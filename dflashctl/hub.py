@@ -273,23 +273,60 @@ def download(
     return etags
 
 
-def hub_hash(staging: Path, name: str, known: dict[str, str]) -> str | None:
-    """The hash the Hub published for `name` (the ETag: LFS sha256 or git blob id), if known:
-    from huggingface_hub's download record in `staging`, else `known` (cache blob names)."""
-    if name in known:
-        return known[name]
-    try:
-        from huggingface_hub._local_folder import read_download_metadata
-    except ImportError:  # a private module: without it there is simply nothing to compare
-        return None
-    try:
-        meta = read_download_metadata(staging, name)
-    except Exception:
-        return None
-    etag = meta.etag.strip('"').lower() if meta is not None else None
-    if etag and (HEX64.fullmatch(etag) or HEX40.fullmatch(etag)):
-        return etag
-    return None
+def published_hashes(repo: str, commit: str, env: HubEnv) -> dict[str, str]:
+    """The hash the Hub publishes for every file at `commit` (its tree listing, one request):
+    the LFS sha256, else the git blob id. Offline, nothing."""
+    if env.offline:
+        return {}
+    from huggingface_hub import HfApi
+
+    hashes: dict[str, str] = {}
+    with quiet_hub():
+        try:
+            entries = HfApi(endpoint=env.endpoint).list_repo_tree(
+                repo, revision=commit, recursive=True
+            )
+            for e in entries:
+                lfs = getattr(e, "lfs", None)
+                value = (getattr(lfs, "sha256", None) if lfs else None) or getattr(
+                    e, "blob_id", None
+                )
+                if isinstance(value, str) and (HEX64.fullmatch(value) or HEX40.fullmatch(value)):
+                    hashes[e.path] = value.lower()
+        except Exception as e:
+            raise hub_error(e, repo=repo, revision=commit, env=env) from e
+    return hashes
+
+
+def download_snapshot(
+    repo: str, commit: str, patterns: list[str], env: HubEnv, progress: FetchProgress | None
+) -> tuple[Path, dict[str, str]]:
+    """snapshot_download into the shared cache (HF_HOME/HF_HUB_CACHE), where vLLM and SGLang
+    given the hub id find the same files: (the snapshot folder, each file's blob name, which
+    is the hash the Hub published for it)."""
+    from huggingface_hub import snapshot_download
+
+    with quiet_hub():
+        try:
+            folder = snapshot_download(
+                repo,
+                revision=commit,
+                allow_patterns=patterns,
+                endpoint=env.endpoint,
+                cache_dir=str(env.cache_dir),
+                local_files_only=env.offline,
+                tqdm_class=tqdm_class(progress),
+            )
+        except Exception as e:
+            raise hub_error(e, repo=repo, revision=commit, env=env) from e
+    snapshot = Path(folder)
+    etags: dict[str, str] = {}
+    for path in snapshot.rglob("*"):
+        if path.is_file():
+            blob = Path(os.path.realpath(path)).name
+            if HEX64.fullmatch(blob) or HEX40.fullmatch(blob):
+                etags[path.relative_to(snapshot).as_posix()] = blob
+    return snapshot, etags
 
 
 def short_sha(sha: str | None) -> str:

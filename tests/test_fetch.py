@@ -303,9 +303,10 @@ class TestPinned:
         # main moved to c2, whose model.safetensors is other bytes under the same name
         dest = tmp_path / "drafter"
         args = ["tiny-dflash", "--revision", "main", "--dir", str(dest)]
-        err = one_line_error(*fetch(monkeypatch, capsys, *args))
-        assert "refusing to fetch an unpinned revision" in err
-        assert hub.server.requests == []
+        err = one_line_error(*fetch(monkeypatch, capsys, *args))  # main resolves to c2 ...
+        assert "model.safetensors: sha256" in err and "is not the pinned" in err  # ... the pin
+        assert "re-uploaded model.safetensors" in err and "--allow-unpinned" in err
+        assert not (dest / "model.safetensors").exists()  # the other bytes were not kept
         code, out, err = fetch(monkeypatch, capsys, *args, "--allow-unpinned")
         assert code == 0, err
         lock = read_lock(dest)
@@ -381,13 +382,27 @@ class TestRevisions:
         assert (read_lock(dest)["revision"], read_lock(dest)["ref"]) == (hub.c1, "v1")
         assert "pinned" in out
 
-    @pytest.mark.parametrize("extra", [[], ["--revision", "main"]])
-    def test_unpinned_main_needs_allow_unpinned(self, hub, monkeypatch, capsys, tmp_path, extra):
+    def test_nothing_names_a_revision_outside_the_registry(
+        self, hub, monkeypatch, capsys, tmp_path
+    ):
         dest = tmp_path / "other"
-        err = one_line_error(*fetch(monkeypatch, capsys, OTHER, *extra, "--dir", str(dest)))
+        err = one_line_error(*fetch(monkeypatch, capsys, OTHER, "--dir", str(dest)))
         assert "refusing to fetch an unpinned revision" in err
-        assert "--allow-unpinned" in err and "--revision <40-hex commit>" in err
+        assert "--allow-unpinned" in err and "--revision <40-hex commit, tag or branch>" in err
         assert hub.server.requests == [] and not dest.exists()
+
+    def test_a_branch_named_by_revision_is_resolved_and_recorded(
+        self, hub, monkeypatch, capsys, tmp_path
+    ):
+        """One rule: --revision main is a branch like any other (fetch --help says so)."""
+        dest = tmp_path / "other"
+        args = [OTHER, "--revision", "main", "--dir", str(dest), "--json"]
+        code, out, err = fetch(monkeypatch, capsys, *args)
+        assert code == 0, err
+        report = json.loads(out)
+        assert (report["revision"], report["ref"]) == (hub.o1, "main")
+        assert f"'main' resolved to commit {hub.o1} (recorded in the lock)" in report["notes"]
+        assert read_lock(dest)["revision"] == hub.o1
 
     def test_allow_unpinned_says_which_commit_it_got(self, hub, monkeypatch, capsys, tmp_path):
         dest = tmp_path / "other"
@@ -403,7 +418,7 @@ class TestRevisions:
 
 class TestTrustOnFirstUse:
     """A registry entry without a pinned revision: the first fetch takes main's commit, says
-    so and locks it with the sha256s; later fetches stay on it; --revision main stays strict."""
+    so and locks it with the sha256s; later fetches stay on it until --revision moves them."""
 
     def _entry(self, hub) -> None:
         (hub.playbooks / "drafters" / "other-dflash.yaml").write_text(
@@ -436,11 +451,12 @@ class TestTrustOnFirstUse:
         assert again["revision"] == hub.o1 and again["action"] == "verified"
         assert any(f"the lock pins {OTHER} at {hub.o1}" in n for n in again["notes"])
         assert hub.server.requests == []  # verified against the lock: no network
-        # --revision main is still the strict path
-        err = one_line_error(
-            *fetch(monkeypatch, capsys, "other-dflash", "--revision", "main", "--dir", str(dest))
-        )
-        assert "refusing to fetch an unpinned revision" in err
+        # --revision main moves it: main's commit now, resolved and recorded
+        args = ["other-dflash", "--revision", "main", "--dir", str(dest), "--json"]
+        code, out, err = fetch(monkeypatch, capsys, *args)
+        assert code == 0, err
+        moved = json.loads(out)["revision"]
+        assert moved != hub.o1 and read_lock(dest)["revision"] == moved
 
 
 class TestHubErrors:
@@ -746,3 +762,73 @@ def test_piped_fetch_names_what_it_waits_for(tmp_path, monkeypatch):
     )  # fmt: skip
     assert res.returncode == 2 and "offline mode (HF_HUB_OFFLINE)" in res.stderr
     assert "fetch: resolving" not in res.stderr  # no wait to name
+
+
+class TestSharedCache:
+    """Without --dir: the shared Hugging Face cache (HF_HOME), as `hf download` does, so an
+    engine given the hub id finds the files; the lock in $DFLASHCTL_HOME/locks/."""
+
+    def test_files_land_where_an_engine_given_the_hub_id_looks(
+        self, hub, monkeypatch, capsys, tmp_path
+    ):
+        from huggingface_hub import snapshot_download
+
+        code, out, err = fetch(monkeypatch, capsys, "tiny-dflash", "--json")
+        assert code == 0, err
+        report = json.loads(out)
+        assert report["in_cache"] and report["action"] == "downloaded"
+        assert {f["status"] for f in report["files"]} == {"pinned"}
+        assert not (tmp_path / "tiny-dflash").exists()  # nothing written into the cwd
+        # what vLLM does with `model: test-org/tiny-dflash`: the cache, no network
+        hub.server.stop()
+        found = Path(  # allow_patterns as vLLM's loader asks (it needs no README)
+            snapshot_download(REPO, revision=hub.c1, local_files_only=True,
+                              allow_patterns=["*.json", "*.safetensors"],
+                              cache_dir=Path(os.environ["HF_HOME"]) / "hub")
+        )  # fmt: skip
+        assert found == Path(report["directory"])
+        assert (found / "model.safetensors").read_bytes() == hub.weights
+        lock = json.loads(Path(report["lock"]).read_text())
+        assert Path(report["lock"]).is_relative_to(Path(os.environ["DFLASHCTL_HOME"]))
+        assert lock["revision"] == hub.c1 and lock["directory"] == str(found)
+        # the second fetch: verified in the cache (offline here: the server is gone)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        code, out, err = fetch(monkeypatch, capsys, "tiny-dflash")
+        assert code == 0, err
+        assert "in place: every file hashes to the lock" in out
+        assert f"speculative config's model: {found}" in out
+
+    def test_other_bytes_leave_nothing_in_the_cache(self, hub, monkeypatch, capsys, tmp_path):
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        hub.server.faults.tamper.add("model.safetensors")
+        err = one_line_error(*fetch(monkeypatch, capsys, "tiny-dflash"))
+        assert "model.safetensors: sha256 " in err and "the file was not kept" in err
+        with pytest.raises(LocalEntryNotFoundError):  # an engine cannot pick it up
+            hf_hub_download(REPO, "model.safetensors", revision=hub.c1, local_files_only=True,
+                            cache_dir=Path(os.environ["HF_HOME"]) / "hub")  # fmt: skip
+        hub.server.faults.tamper.clear()
+        code, _, err = fetch(monkeypatch, capsys, "tiny-dflash")  # a retry downloads anew
+        assert code == 0, err
+
+    def test_local_dir_is_dir(self, hub, monkeypatch, capsys, tmp_path):
+        """`hf download --local-dir` spelling."""
+        dest = tmp_path / "drafter"
+        code, _, err = fetch(monkeypatch, capsys, "tiny-dflash", "--local-dir", str(dest))
+        assert code == 0, err
+        assert listing(dest) == ["config.json", LOCK_NAME, "model.safetensors"]
+
+    def test_check_upstream_reads_the_cache_lock(self, hub, monkeypatch, capsys, tmp_path):
+        self_other = hub.playbooks / "drafters" / "other-dflash.yaml"
+        self_other.write_text(
+            (hub.playbooks / "drafters" / "tiny-dflash.yaml")
+            .read_text()
+            .replace("name: tiny-dflash", "name: other-dflash")
+            .replace(f"repo: {REPO}", f"repo: {OTHER}")
+            .replace(f"revision: {hub.c1}", "revision: null")
+        )
+        assert fetch(monkeypatch, capsys, "other-dflash")[0] == 0  # trust on first use
+        code, out, err = fetch(monkeypatch, capsys, "other-dflash", "--check-upstream", "--json")
+        assert code == 0, err
+        assert json.loads(out)["pinned"] == hub.o1

@@ -35,7 +35,11 @@ def fetch(
     dir_opt: Annotated[
         str | None,
         typer.Option(
-            "--dir", metavar="<path>", help="Where the files go (default: ./<repo name>)."
+            "--dir",
+            "--local-dir",
+            metavar="<path>",
+            help="A directory for the files, with a lock beside them (default: the shared "
+            "Hugging Face cache, as hf download; vLLM given the hub id then finds them).",
         ),
     ] = None,
     include: Annotated[
@@ -92,8 +96,13 @@ def fetch(
     """Download a drafter at its pinned revision, verify sha256 pins, write a lock file,
     then run verify-config on what arrived.
 
-    A registry drafter without a pinned revision is trusted on first use: main's commit is
-    taken, said, and locked with every sha256; later fetches into the directory stay on it.
+    Without --dir the files go into the shared Hugging Face cache (HF_HOME), where an engine
+    given the hub id finds them, and the lock into $DFLASHCTL_HOME/locks/.
+
+    Revisions: the registry's pinned commit by default; --revision takes a commit, or a branch
+    or tag, which is resolved to its commit and recorded in the lock. A registry drafter
+    without a pinned revision is trusted on first use: main's commit is taken, said, and
+    locked with every sha256; later fetches stay on it until --revision moves them.
 
     Exit 0: verified, and verify-config is healthy. Exit 1: verify-config found a problem
     (with --check-upstream: the branch drifted from the pin). Exit 2: could not fetch (bad

@@ -178,6 +178,15 @@ def render_fetch(report: Any) -> None:
             escape(f"downloaded {n} file(s){already}, verified; lock written: {report.lock_path}"),
             soft_wrap=True,
         )
+    if report.in_cache:
+        out.print(
+            escape(
+                f"in the Hugging Face cache: vLLM and SGLang given {report.repo} (revision "
+                f"{report.revision[:12]}) with this HF_HOME use these files; or pass the path "
+                f"as the speculative config's model: {report.directory}"
+            ),
+            soft_wrap=True,
+        )
     for name in report.removed:
         out.print(escape(f"  removed {name} (listed by the previous lock, not by this one)"))
     for note in report.notes:

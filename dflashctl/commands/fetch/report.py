@@ -75,6 +75,7 @@ class FetchReport:
     verify: VerifyReport | None = None
     remote: RemoteCopy | None = None
     fetched_on: str | None = None  # the host that downloaded it (--remote-fetch), else here
+    in_cache: bool = False  # `directory` is a snapshot of the shared Hugging Face cache
 
     @property
     def ok(self) -> bool:
@@ -100,4 +101,5 @@ class FetchReport:
             "verify": self.verify.to_json() if self.verify is not None else None,
             "remote": self.remote.to_json() if self.remote is not None else None,
             "fetched_on": self.fetched_on,
+            "in_cache": self.in_cache,
         }

@@ -25,8 +25,6 @@ and `HF_TOKEN` by huggingface_hub itself on every request.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime as dt
 import os
 import shutil
 import stat
@@ -34,20 +32,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dflashctl import __version__
+from dflashctl.commands.fetch.checks import check_files, lock_data, resolve_revision
 from dflashctl.commands.fetch.remote import COMMAND_TIMEOUT, fetch_on_host, push_to_host
 from dflashctl.commands.fetch.report import FetchedFile, FetchReport
 from dflashctl.commands.fetch.target import (
     DEFAULT_PATTERNS,
     STAGING_NAME,
-    Mismatch,
     Target,
     mismatch_error,
     pins_of,
     resolve_target,
 )
 from dflashctl.drafter.lock import read_lock
-from dflashctl.drafter.registry import HEX40, HEX64, LOCK_NAME, FileSpec
+from dflashctl.drafter.registry import LOCK_NAME, FileSpec
 from dflashctl.errors import (
     FetchError,
     OutputError,
@@ -58,22 +55,13 @@ from dflashctl.files import backup_path, check_target, fsync_dir, hash_file, wri
 from dflashctl.hub import (
     FetchProgress,
     HubEnv,
-    cache_folder,
     download,
-    hub_error,
-    hub_hash,
     matches_any,
-    quiet_hub,
+    published_hashes,
     short_sha,
 )
 
 CHUNK = 1 << 20
-
-
-def _now() -> str:
-    return (
-        dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    )
 
 
 def dir_option(value: str | None) -> Path | None:
@@ -105,43 +93,6 @@ def _disk_error(e: OSError, directory: Path) -> FetchError:
     )
 
 
-def resolve_commit(target: Target, env: HubEnv, lock: dict[str, Any] | None) -> tuple[str, str]:
-    """(commit, how): a 40-hex revision as is; a branch or tag through the Hub (one call), or
-    offline through the cache's refs/ or the lock that recorded it."""
-    rev = target.requested
-    if HEX40.fullmatch(rev):
-        return rev, "pinned"
-    if env.offline:
-        ref_file = cache_folder(env, target.repo) / "refs" / rev
-        if ref_file.is_file():
-            commit = ref_file.read_text().strip()
-            if HEX40.fullmatch(commit):
-                return commit, f"offline: '{rev}' read from the cache's refs ({commit})"
-        if lock and lock.get("repo") == target.repo and lock.get("ref") == rev:
-            commit = str(lock["revision"])
-            return commit, f"offline: '{rev}' taken from the lock file ({commit})"
-        raise FetchError(
-            f"offline mode (HF_HUB_OFFLINE) and '{rev}' of {target.repo} is not known here",
-            "pass --revision <40-hex commit>, or run once with network access",
-        )
-    from huggingface_hub import HfApi
-
-    with quiet_hub():
-        try:
-            info = HfApi(endpoint=env.endpoint).model_info(
-                target.repo, revision=rev, timeout=env.timeout
-            )
-        except Exception as e:
-            raise hub_error(e, repo=target.repo, revision=rev, env=env) from e
-    sha = info.sha
-    if not isinstance(sha, str) or not HEX40.fullmatch(sha):
-        raise FetchError(
-            f"{env.endpoint} returned no commit for {target.repo}@{rev}",
-            "is HF_ENDPOINT a Hugging Face Hub (or a mirror of one)?",
-        )
-    return sha, f"'{rev}' resolved to commit {sha}"
-
-
 def _staged_files(staging: Path) -> list[str]:
     names = []
     for path in staging.rglob("*"):
@@ -159,53 +110,6 @@ def _discard_staged(staging: Path, name: str) -> None:
     meta = staging / ".cache" / "huggingface" / "download" / f"{name}.metadata"
     with contextlib.suppress(OSError):
         meta.unlink()
-
-
-def _check_staged(
-    staging: Path,
-    names: list[str],
-    *,
-    etags: dict[str, str],
-    pins: dict[str, FileSpec],
-    at_pinned_revision: bool,
-    allow_unpinned: bool,
-    progress: FetchProgress | None,
-) -> tuple[list[FetchedFile], list[Mismatch], list[str]]:
-    results: list[FetchedFile] = []
-    bad: list[Mismatch] = []
-    notes: list[str] = []
-    for name in names:
-        hub = hub_hash(staging, name, etags)
-        digest = hash_file(
-            staging / name,
-            git=hub is not None and HEX40.fullmatch(hub) is not None,
-            progress=progress,
-            name=name,
-        )
-        spec = pins.get(name)
-        pin = spec.sha256 if spec is not None else None
-        if pin is not None:
-            if digest.sha256 == pin:
-                results.append(FetchedFile(name, digest.sha256, digest.size, "pinned", pin))
-                continue
-            if not at_pinned_revision and allow_unpinned:
-                results.append(FetchedFile(name, digest.sha256, digest.size, "accepted", pin))
-                notes.append(
-                    f"{name} differs from the registry's pin ({short_sha(pin)}): accepted because "
-                    "of --allow-unpinned; the lock records the new hash"
-                )
-                continue
-            bad.append(Mismatch(name, digest.sha256, pin, "pin"))
-            continue
-        if hub is not None:
-            found = digest.sha256 if HEX64.fullmatch(hub) else digest.git_sha1
-            if found != hub:
-                bad.append(Mismatch(name, found or "", hub, "hub"))
-                continue
-            results.append(FetchedFile(name, digest.sha256, digest.size, "hub"))
-            continue
-        results.append(FetchedFile(name, digest.sha256, digest.size, "recorded"))
-    return results, bad, notes
 
 
 def _verify_in_place(
@@ -284,10 +188,6 @@ def _place(
     return backups, removed
 
 
-def default_directory(repo: str) -> Path:
-    return Path.cwd() / repo.split("/", 1)[1]
-
-
 def fetch(
     drafter: str,
     *,
@@ -302,7 +202,8 @@ def fetch(
     verify: bool = True,
     progress: FetchProgress | None = None,
 ) -> FetchReport:
-    """Fetch DRAFTER into `directory` (default ./<repo name>), verified and locked.
+    """Fetch DRAFTER into `directory` (default: the shared Hugging Face cache), verified and
+    locked.
 
     Raises UsageError for bad arguments, FetchError for Hub and hash failures, RemoteError for
     the host. Verify-config problems are data
@@ -329,9 +230,10 @@ def fetch(
     if python is not None and not python.strip():
         raise UsageError("--python is empty", "pass the interpreter on the host, e.g. python3")
     patterns = sorted({p.strip() for p in include if p.strip()} or set(DEFAULT_PATTERNS))
-    directory = (directory or default_directory(target.repo)).expanduser().absolute()
-    if directory.exists() and not directory.is_dir():
-        raise UsageError(f"--dir {directory} exists and is not a directory")
+    if directory is not None:
+        directory = directory.expanduser().absolute()
+        if directory.exists() and not directory.is_dir():
+            raise UsageError(f"--dir {directory} exists and is not a directory")
     remote_target = remote_dir or target.repo.split("/", 1)[1]
     if host is None:
         return _fetch_here(target, directory, patterns, allow_unpinned, verify, progress)
@@ -366,55 +268,23 @@ def fetch(
 
 def _fetch_here(
     target: Target,
-    directory: Path,
+    directory: Path | None,
     patterns: list[str],
     allow_unpinned: bool,
     verify: bool,
     progress: FetchProgress | None,
 ) -> FetchReport:
-    """Fetch into `directory` on this machine (or verify what the lock vouches for), then
-    verify-config on what arrived."""
+    """Fetch into `directory` on this machine (or verify what the lock vouches for), or into
+    the shared Hugging Face cache without one; then verify-config on what arrived."""
+    if directory is None:
+        from dflashctl.commands.fetch.cache import fetch_to_cache
+
+        report = fetch_to_cache(target, patterns, allow_unpinned, progress)
+        return _verify_config(report, verify, progress)
     env = HubEnv.from_environ()
     pins = pins_of(target.entry)
-    notes: list[str] = []
-
     lock = read_lock(directory) if directory.is_dir() else None
-    sticky = None  # trust on first use, later fetches: the commit the lock recorded
-    if target.tofu and lock is not None and lock.get("repo") == target.repo:
-        locked = lock.get("revision")
-        if isinstance(locked, str) and HEX40.fullmatch(locked):
-            sticky = lock
-            target = dataclasses.replace(target, requested=locked)
-            notes.append(
-                f"trust on first use: the lock pins {target.repo} at {locked} (first fetched "
-                f"{lock.get('fetched_at') or '?'}), verified against it; --revision to move"
-            )
-    if progress is not None:
-        where = "the local cache (HF_HUB_OFFLINE)" if env.offline else env.endpoint
-        progress.step(f"resolving {target.repo}@{target.requested} at {where}")
-    commit, how = resolve_commit(target, env, lock)
-    ref = None if HEX40.fullmatch(target.requested) else target.requested
-    if sticky is not None:
-        ref = sticky.get("ref") or "main"
-    elif ref is not None:
-        notes.append(how if how.startswith("offline") else f"{how} (recorded in the lock)")
-        if ref == "main" and target.tofu:
-            name = target.entry.name if target.entry else target.repo
-            notes.append(
-                f"trust on first use: the registry pins no revision of {name}; main is "
-                f"{commit} now, recorded with every file's sha256 in the lock: later fetches "
-                "into this directory stay on it and verify against it (--revision COMMIT to "
-                "move; the registry's file pins still apply)"
-            )
-        elif ref == "main":
-            notes.append(f"unpinned: main was at {commit} when fetched (--allow-unpinned)")
-    pinned_rev = target.pinned_revision
-    at_pinned = pinned_rev is not None and commit == pinned_rev
-    if target.entry is not None and pinned_rev is not None and not at_pinned:
-        notes.append(
-            f"the registry pins {target.entry.name} at {pinned_rev}; this is {commit}: "
-            "file pins still apply"
-        )
+    target, commit, ref, at_pinned, notes = resolve_revision(target, env, lock, progress)
 
     # Files already in place at this commit (the lock vouches for them and they still hash to
     # it) are kept; if that is everything asked for, verify and do nothing else: no network.
@@ -522,9 +392,11 @@ def _download_and_place(
             f"{target.repo}@{short_sha(commit)} has no {missing_pins[0]}, which the registry pins",
             "the repo's layout changed: fetch the pinned revision",
         )
+    if any(n not in pins and n not in etags for n in names):  # no pin: the Hub's own hash
+        etags = {**published_hashes(target.repo, commit, env), **etags}
     if progress is not None:
         progress.step("checking sha256")
-    fetched, bad, check_notes = _check_staged(
+    fetched, bad, check_notes = check_files(
         staging,
         names,
         etags=etags,
@@ -546,7 +418,7 @@ def _download_and_place(
             lock_path.unlink()  # nothing may vouch for the directory while it changes
             fsync_dir(directory)
         backups, removed = _place(directory, staging, fetched, {f.name for f in files}, lock)
-        data = _lock_data(target, commit, ref, patterns, files)
+        data = lock_data(target, commit, ref, patterns, files)
         write_json_atomic(lock_path, data)
         shutil.rmtree(directory / STAGING_NAME, ignore_errors=True)
     except OSError as e:
@@ -611,19 +483,3 @@ def _verify_config(
     elif verify:
         report.notes.append("no config.json fetched: verify-config skipped")
     return report
-
-
-def _lock_data(
-    target: Target, commit: str, ref: str | None, patterns: list[str], files: list[FetchedFile]
-) -> dict[str, Any]:
-    return {
-        "repo": target.repo,
-        "revision": commit,
-        "files": {f.name: f.sha256 for f in sorted(files, key=lambda f: f.name)},
-        "fetched_at": _now(),
-        "ref": ref,
-        "registry": target.entry.name if target.entry is not None else None,
-        "include": patterns,
-        "sizes": {f.name: f.size for f in sorted(files, key=lambda f: f.name)},
-        "tool": f"dflashctl {__version__}",
-    }

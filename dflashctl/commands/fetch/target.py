@@ -64,17 +64,18 @@ def resolve_target(drafter: str, revision: str | None, *, allow_unpinned: bool) 
     requested = revision.strip() if revision else (entry.revision if entry else None)
     implied = requested is None
     requested = requested or "main"
-    if requested == "main" and not allow_unpinned:
-        if implied and entry is not None:
-            return Target(repo, entry, requested, implied, tofu=True)
-        if implied:
-            why = f"{repo} is not in the registry and no --revision was given"
-        else:
-            why = "'main' is a branch: it moves when the repo is updated"
+    # One rule for revisions: a commit is taken as it is; a branch or tag, named by --revision
+    # (main too) or implied by a registry entry that pins no commit, is resolved to its commit,
+    # which the lock records (implied: trust on first use, later fetches stay on it). Only a
+    # repo outside the registry with no --revision names nothing to take.
+    if implied and entry is not None and not allow_unpinned:
+        return Target(repo, entry, requested, implied, tofu=True)
+    if implied and entry is None and not allow_unpinned:
         raise UsageError(
-            f"refusing to fetch an unpinned revision: {why}",
-            "pass --revision <40-hex commit> (or a tag), or --allow-unpinned to take main's "
-            "current commit (it is recorded in the lock file)",
+            f"refusing to fetch an unpinned revision: {repo} is not in the registry and no "
+            "--revision was given",
+            "pass --revision <40-hex commit, tag or branch> (a branch is resolved to its commit "
+            "and recorded in the lock), or --allow-unpinned to take main's current commit",
         )
     return Target(repo, entry, requested, implied)
 

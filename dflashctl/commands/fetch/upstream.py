@@ -146,7 +146,7 @@ def check_upstream(
     Raises UsageError (nothing pins the repo, bad arguments) and FetchError (the Hub failed:
     unknown repo or branch, gated, unreachable). Drift is data: `report.ok` is False.
     """
-    from dflashctl.commands.fetch.run import default_directory
+    from dflashctl.commands.fetch.cache import lock_folder
     from dflashctl.commands.fetch.target import DEFAULT_PATTERNS, resolve_target
     from dflashctl.hub import HubEnv, hub_error, matches_any, quiet_hub
 
@@ -156,7 +156,7 @@ def check_upstream(
     # allow_unpinned: the pin is looked up below, with the lock as a last resort
     target = resolve_target(drafter, None, allow_unpinned=True)
     patterns = sorted({p.strip() for p in include if p.strip()} or set(DEFAULT_PATTERNS))
-    folder = (directory or default_directory(target.repo)).expanduser().absolute()
+    folder = directory.expanduser().absolute() if directory else lock_folder(target.repo)
     found = _pinned_commit(target.repo, target.pinned_revision, revision, folder)
     if found is None:
         raise UsageError(
