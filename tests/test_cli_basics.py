@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -135,5 +136,5 @@ def test_help_at_80_columns_wraps_once_and_shows_no_bool(command, monkeypatch, c
         if para[0].startswith(("dflashctl ", "Examples", "Exit")) or len(para) == 1:
             continue
         # early: the next line's first word would have fitted (80 columns, rich's margins)
-        short = [a for a, b in zip(para, para[1:]) if len(a) + 1 + len(b.split()[0]) <= 76]
+        short = [a for a, b in itertools.pairwise(para) if len(a) + 1 + len(b.split()[0]) <= 76]
         assert not short, f"{command} --help: a paragraph broken early: {short}"

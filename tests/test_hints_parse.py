@@ -106,7 +106,9 @@ def parse(line: str) -> None:
     if not rest:
         return  # `dflashctl VERB` names the command (its own required arguments come later)
     positional = [a for a in rest if not a.startswith("-")]
-    if positional and positional[0] in VERBS:
+    from dflashctl.drafter.registry import find_entry
+
+    if positional and positional[0] in VERBS and find_entry(positional[0]) is None:
         raise UsageError(f"`{verb} {positional[0]}`: {positional[0]} is a command of its own")
     with cmd.make_context(verb, list(rest), parent=Context(GROUP, info_name="dflashctl")):
         pass
@@ -149,3 +151,64 @@ def test_every_host_command_has_the_ssh_options_its_hints_name():
         flags = {o for p in cmd.params for o in getattr(p, "opts", [])}
         if "--host" in flags:
             assert {"--ssh-config", "--accept-new-host-key"} <= flags, name
+
+
+def _finding_checks() -> list[tuple[str, str]]:
+    """Every cause's `check:` line as metrics, smoke and the demo print it: each family and
+    profile shape, with a URL known and not, a registry drafter named and not."""
+    from dflashctl.metrics import causes
+    from dflashctl.metrics.thresholds import Thresholds
+
+    out: list[tuple[str, str]] = []
+    for th in (
+        Thresholds(),
+        Thresholds(url="http://10.0.0.5:8000/metrics", drafter="demo", block_size=16),
+    ):
+        found = [
+            causes.cause_batch_off(th, 32),
+            causes.cause_block(th, 20),
+            causes.cause_weak(th, 4),
+            *(fn(th) for name, fn in vars(causes).items()
+              if name.startswith("cause_") and name not in ("cause_batch_off", "cause_block",
+                                                            "cause_weak")),
+        ]  # fmt: skip
+        for family in ("", "dflash", "eagle", "mtp", "medusa", "ngram", "draft"):
+            for shape in ("dead", "cliff", "gradual", "unknown"):
+                found += causes.causes_for(family, shape, 2, th, 15)
+        for c in found:
+            for part in c.check.split("; "):
+                part = part.split("then ", 1)[-1].strip()
+                if part.startswith("dflashctl "):
+                    out.append((c.cause[:40], part.split(" (")[0]))
+    return sorted(set(out))
+
+
+FINDING_CHECKS = _finding_checks()
+
+
+@pytest.mark.parametrize("cause, line", FINDING_CHECKS, ids=[c for _, c in FINDING_CHECKS])
+def test_every_findings_check_line_runs(cause, line):
+    """A finding's `check:` names a command a user can run as printed, placeholders filled:
+    it parses, a bench names its servers, a fetch names a drafter that is not embedded, or
+    one that fetch checks where it is (the demo: no Hub)."""
+    parse(line)
+    words = line.split()
+    if words[1] == "bench":
+        assert len([w for w in words[2:] if not w.startswith("-")]) >= 1, line
+    if words[1] == "fetch":
+        from dflashctl.drafter.registry import embedded_dir
+
+        name = words[2]
+        assert name == "NAME" or embedded_dir(name) is not None or "/" not in name, line
+
+
+def test_fetch_of_the_embedded_drafter_checks_it_where_it_is(monkeypatch, capsys):
+    """`check: dflashctl fetch demo` (the revision cause on the demo pair) runs without a Hub:
+    the shipped files are hashed against the registry's pins."""
+    from support.cli import run_json
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: no Hub
+    code, data, err = run_json(monkeypatch, capsys, "fetch", "demo")
+    assert code == 0, err
+    assert data["action"] == "embedded" and {f["status"] for f in data["files"]} == {"pinned"}

@@ -35,6 +35,16 @@ CONFIDENCE = ("high", "medium-high", "medium", "low")
 PLAYBOOKS_ENV = "DFLASHCTL_PLAYBOOKS"
 
 
+# Drafters that ship inside dflashctl (no Hub repo): registry name -> package folder
+EMBEDDED = {"demo": ("assets", "demo", "drafter")}
+
+
+def embedded_dir(name: str) -> Path | None:
+    """The folder of a drafter that ships with dflashctl, for its registry name."""
+    parts = EMBEDDED.get(name)
+    return Path(__file__).resolve().parents[1].joinpath(*parts) if parts else None
+
+
 def playbooks_dir() -> Path:
     """`$DFLASHCTL_PLAYBOOKS`, else `playbooks/` of a checkout, else the installed copy."""
     override = os.environ.get(PLAYBOOKS_ENV)

@@ -62,12 +62,20 @@ def cause_revision(th: Thresholds) -> Cause:
     )
 
 
+def bench_k(th: Thresholds, k: int | None) -> str:
+    """A runnable matched benchmark of this server against one that proposes fewer tokens."""
+    kk = f"num_speculative_tokens={k}" if k else "a smaller num_speculative_tokens"
+    return (
+        f"dflashctl bench {server_url(th)} SECOND_URL (SECOND_URL: the same target and drafter "
+        f"served with {kk}; compare decode tokens/s)"
+    )
+
+
 def cause_weak(th: Thresholds, useful: int | None = None) -> Cause:
-    k = f" with num_speculative_tokens={useful}" if useful else " with a smaller K"
     return Cause(
         "a weak or undertrained drafter, or K larger than it can use (positions ≥ 10 are "
         "rarely accepted, z-lab/dflash#35): fewer proposals may be faster",
-        f"dflashctl bench (compare decode tokens/s{k})",
+        bench_k(th, useful),
     )
 
 
@@ -178,8 +186,7 @@ def method_causes(family: str, signature: str, th: Thresholds, k: int | None) ->
         depth = Cause(
             "num_speculative_tokens deeper than the head drafts well: each EAGLE step feeds on "
             "its own guesses, so later steps are rarely accepted",
-            "dflashctl bench (compare decode tokens/s with num_speculative_tokens="
-            f"{max(1, (k or 2) // 2)})",
+            bench_k(th, max(1, (k or 2) // 2)),
         )
         drift = cause_drift(th)
         if signature == "cliff":

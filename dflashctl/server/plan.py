@@ -13,7 +13,6 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from dflashctl.errors import DflashError, UsageError, require_finite
@@ -121,10 +120,11 @@ def demo_pair_dirs(host: Host, *, setup: bool = True) -> tuple[str, str]:
     up there (converted once into that host's cache; the first call downloads and converts), the
     drafter as installed with the dflashctl that will run the engine."""
     if host.is_local:
-        import dflashctl
         from dflashctl.demo_target import ensure
+        from dflashctl.drafter.registry import embedded_dir
 
-        drafter = Path(dflashctl.__file__).resolve().parent / "assets" / "demo" / "drafter"
+        drafter = embedded_dir("demo")
+        assert drafter is not None
         if not setup:
             from dflashctl.demo_target import target_dir
 

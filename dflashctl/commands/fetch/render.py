@@ -143,8 +143,11 @@ def render_fetch(report: Any) -> None:
     """Print a fetch report: where from and to, each file and how it was verified, the lock,
     the notes, then verify-config's verdict (failed checks only)."""
     ref = f" ({report.ref})" if report.ref else ""
+    head = f"{report.repo}@{report.revision}{ref}"
+    if report.action == "embedded":
+        head = f"{report.registry} (embedded in dflashctl, no Hub repo)"
     lines = [
-        f"fetch {report.repo}@{report.revision}{ref}",
+        f"fetch {head}",
         f"  into {report.fetched_on + ':' if report.fetched_on else ''}{report.directory}",
     ]
     if report.registry:
@@ -165,7 +168,11 @@ def render_fetch(report: Any) -> None:
     for status in used:
         out.print(escape(f"  {status}: {FILE_MEANING[status]}"), soft_wrap=True)
 
-    if report.action == "verified":
+    if report.action == "embedded":
+        out.print(
+            "[green]embedded[/green]: every file hashes to the registry's pin", soft_wrap=True
+        )
+    elif report.action == "verified":
         out.print(
             "[green]in place[/green]: every file hashes to the lock; nothing downloaded",
             soft_wrap=True,

@@ -64,7 +64,9 @@ class FetchReport:
     registry: str | None
     directory: Path
     lock_path: Path
-    action: str  # "downloaded" | "updated" (some files were in place) | "verified" (no-op)
+    # "downloaded" | "updated" (some files were in place) | "verified" (no-op) | "embedded"
+    # (ships with dflashctl: its files checked where they are)
+    action: str
     files: list[FetchedFile]
     fetched_at: str
     patterns: list[str]

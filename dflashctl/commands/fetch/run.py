@@ -44,7 +44,7 @@ from dflashctl.commands.fetch.target import (
     resolve_target,
 )
 from dflashctl.drafter.lock import read_lock
-from dflashctl.drafter.registry import LOCK_NAME, FileSpec
+from dflashctl.drafter.registry import LOCK_NAME, FileSpec, embedded_dir
 from dflashctl.errors import (
     FetchError,
     OutputError,
@@ -230,6 +230,16 @@ def fetch(
     if python is not None and not python.strip():
         raise UsageError("--python is empty", "pass the interpreter on the host, e.g. python3")
     patterns = sorted({p.strip() for p in include if p.strip()} or set(DEFAULT_PATTERNS))
+    shipped = embedded_dir(target.entry.name) if target.entry is not None else None
+    if shipped is not None and target.entry is not None:
+        if directory is not None or host is not None:
+            raise UsageError(
+                f"{target.entry.name} ships inside dflashctl ({shipped}): there is nothing to "
+                "download",
+                f"serve it as it is, or copy that folder; `dflashctl fetch {target.entry.name}` "
+                "checks its files against the registry's pins",
+            )
+        return _verify_config(_verify_embedded(target, shipped, progress), verify, progress)
     if directory is not None:
         directory = directory.expanduser().absolute()
         if directory.exists() and not directory.is_dir():
@@ -264,6 +274,47 @@ def fetch(
             progress.step(f"copying to {host} and hashing it there")
         report.remote = push_to_host(on, report.directory, remote_target)
         return report
+
+
+def _verify_embedded(target: Target, folder: Path, progress: FetchProgress | None) -> FetchReport:
+    """A drafter that ships with dflashctl: its files hashed against the registry's pins."""
+    assert target.entry is not None
+    pins = pins_of(target.entry)
+    names = sorted(n for n in pins if (folder / n).is_file())
+    missing = sorted(set(pins) - set(names))
+    if missing:
+        raise FetchError(
+            f"the embedded {target.entry.name} drafter has no {missing[0]} ({folder})",
+            "reinstall dflashctl",
+        )
+    files, bad, _ = check_files(
+        folder,
+        names,
+        etags={},
+        pins=pins,
+        at_pinned_revision=True,
+        allow_unpinned=False,
+        progress=progress,
+    )
+    if bad:
+        b = bad[0]
+        raise FetchError(
+            f"{folder / b.name}: sha256 {b.found} is not the pinned {b.expected}: the embedded "
+            "drafter was changed",
+            "reinstall dflashctl (or, in a checkout, git checkout dflashctl/assets/demo)",
+        )
+    return FetchReport(
+        repo=target.repo,
+        revision=target.requested,
+        ref=None,
+        registry=target.entry.name,
+        directory=folder,
+        lock_path=folder,
+        action="embedded",
+        files=files,
+        fetched_at="",
+        patterns=sorted(pins),
+    )
 
 
 def _fetch_here(
