@@ -180,6 +180,41 @@ class TestDemoPair:
         assert "def " in d["requests"][0]["content"]
         assert d["mean_acceptance_length"] > 1.3  # no collapse
 
+    def test_the_deployment_is_the_default_and_its_intent_and_drafter_are_known(
+        self, monkeypatch, capsys, stop_all
+    ):
+        """Issue 27 #8: `smoke` with no URL talks to the only deployment (as `stop` picks it);
+        a `--spec none` deployment is judged as the plain server it was started as; `metrics
+        URL` of a deployment finds its drafter's range; an unreachable --baseline is exit 2
+        before the first request."""
+        from dflashctl.commands.demo.run import free_port
+
+        port = free_port()
+        code, _, err = run_json(monkeypatch, capsys, "serve", "--detach", "--port", str(port),
+                                "--name", "only")  # fmt: skip
+        assert code == 0, err
+        code, d, err = run_json(monkeypatch, capsys, "smoke", "--max-tokens", "48")
+        assert code == 0, (d, err)
+        assert d["url"] == f"http://127.0.0.1:{port}"
+        code, d, err = run_json(monkeypatch, capsys, "metrics", f"http://127.0.0.1:{port}",
+                                "--interval", "1")  # fmt: skip
+        exp = d["expected_acceptance"]
+        assert exp and exp["drafter"] == "demo" and exp["min"] is not None, (d, err)
+        t0 = time.monotonic()
+        code, d, err = run_json(monkeypatch, capsys, "smoke", "only", "--baseline",
+                                f"127.0.0.1:{free_port()}")  # fmt: skip
+        assert code == 2 and "cannot reach" in d["error"], d
+        assert time.monotonic() - t0 < 10  # no answer of 256 tokens was waited for first
+        plain = free_port()
+        code, _, err = run_json(monkeypatch, capsys, "serve", "--detach", "--port", str(plain),
+                                "--name", "plain", "--spec", "none")  # fmt: skip
+        assert code == 0, err
+        code, d, err = run_main(monkeypatch, capsys, "smoke")
+        assert code == 2 and "2 deployments are running" in err
+        code, d, err = run_json(monkeypatch, capsys, "smoke", "plain", "--max-tokens", "32")
+        assert row(d, "speculation")["status"] == "ok", d["checks"]
+        assert code == 0, (d["checks"], err)
+
     def test_the_mask_id_off_by_six_collapses_acceptance(self, tmp_path, monkeypatch, capsys):
         """The field story's mistake alone (dflash_config.mask_token_id 0 for 6: the drafter's
         mask slots get <|endoftext|>'s row instead of <filename>'s): position 1 falls from about

@@ -10,6 +10,7 @@ Returns `MetricsReport`s and raises `DflashError`s; never prints or exits.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -147,6 +148,11 @@ def with_expected(state: MetricsState, th: Thresholds, opts: MetricsOptions) -> 
             source=state.source[len(opts.host) + 1 :] if opts.host else state.source,
             host=opts.host,
         )
+    elif state.kind == "prometheus" and not opts.host:
+        from dflashctl.metrics.expected import by_server
+
+        with contextlib.suppress(DflashError):  # a URL no record matches: nothing known
+            found = by_server(state.source)  # a server dflashctl started knows its drafter
     if found is not None and found.expected.min is not None:
         state.expected = found.expected
         return replace(

@@ -74,6 +74,7 @@ class Deployment:
     started_at: str
     ssh_config: str | None = None
     ready_at: str | None = None
+    spec: str = "dflash"  # serve's --spec: none is a plain control (records before it: dflash)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -404,6 +404,7 @@ def launch(
         cmd=plan_.argv,
         started_at=state.now_iso(),
         ssh_config=_ssh_config_of(host),
+        spec=plan_.spec.spec,
     )
     state.save(dep)
     result.pid, result.log = pid, log_path

@@ -31,6 +31,7 @@ class Target:
     ssh_config: str | None = None
     model_path: str | None = None  # what was served (a directory or hub id on `host`)
     drafter: str | None = None
+    spec: str | None = None  # the deployment's intent: dflash, or none for a plain control
 
 
 def resolve_target(target: str) -> Target:
@@ -53,4 +54,23 @@ def resolve_target(target: str) -> Target:
         ssh_config=getattr(dep, "ssh_config", None),
         model_path=dep.model or None,
         drafter=dep.drafter or None,
+        spec=dep.spec,
     )
+
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def default_target() -> str:
+    """What a command talks to when no server is named, as `stop` picks: the only deployment
+    dflashctl started, else the engines' default port here; several are a UsageError."""
+    deps, _bad = deployments.scan()
+    if len(deps) == 1:
+        return deps[0].name
+    if len(deps) > 1:
+        names = ", ".join(d.name for d in deps)
+        raise UsageError(
+            f"{len(deps)} deployments are running ({names}): name the one to talk to",
+            "e.g. dflashctl smoke NAME, or a URL",
+        )
+    return DEFAULT_URL

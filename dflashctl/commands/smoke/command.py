@@ -18,12 +18,13 @@ from dflashctl.commands.options import (
 
 def smoke(
     target: Annotated[
-        str,
+        str | None,
         typer.Argument(
-            help="Server URL (or HOST:PORT) of an OpenAI-compatible engine, or a deployment name.",
+            help="Server URL (or HOST:PORT) of an OpenAI-compatible engine, or a deployment "
+            "name (default: the only deployment running, else http://127.0.0.1:8000).",
             autocompletion=complete_server,
         ),
-    ] = "http://127.0.0.1:8000",
+    ] = None,
     log: Annotated[
         Path | None,
         typer.Option("--log", help="Read spec metrics from the lines this log gains instead."),

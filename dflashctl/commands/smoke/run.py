@@ -40,15 +40,14 @@ from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import Finding
 from dflashctl.report import Row, rows_ok
 from dflashctl.server.client import Completion, list_models, make_client, stream_chat
-from dflashctl.server.targets import resolve_target
+from dflashctl.server.targets import default_target, resolve_target
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 Progress = Callable[[str], None]
 
 
 @dataclass
 class SmokeOptions:
-    target: str = DEFAULT_URL
+    target: str | None = None  # None: the only deployment running, else :8000 here
     model: str | None = None
     prompts: list[str] = field(default_factory=list)  # --prompt TEXT…
     fixtures: bool = False
@@ -210,8 +209,11 @@ def run_smoke(
 ) -> SmokeReport:
     opts.validate()
     say = progress or (lambda _msg: None)
-    target = resolve_target(opts.target)
+    target = resolve_target(opts.target or default_target())
     url = target.url
+    if target.spec == "none" and not opts.expect_no_spec:  # serve --spec none: a plain control
+        opts = dataclasses.replace(opts, expect_no_spec=True)
+        say(f"{target.name} was started with --spec none: judged as a plain server")
     # every target resolved (URL, HOST:PORT or a deployment name) before any request
     base = resolve_target(opts.baseline) if opts.baseline else None
     base_url = base.url if base is not None else None
@@ -260,6 +262,8 @@ def _run(
     checks: list[Row] = []
     report = SmokeReport(url, model, opts.max_tokens, [], checks, baseline_url=base_url)
     with make_client(opts.timeout) as client:
+        if base_url is not None:
+            list_models(client, base_url)  # an unreachable baseline: exit 2 before any request
         if model is None:
             ids, err, hint = list_models(client, url)
             if err:
