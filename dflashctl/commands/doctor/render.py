@@ -20,7 +20,9 @@ def render_doctor(report: DoctorReport) -> None:
         soft_wrap=True,
     )
     table = Table(expand=True)
-    table.add_column("check", overflow="fold", ratio=2, min_width=10)
+    # a check's name wraps between words, never inside one (`flash-att|n` at 80 columns)
+    word = max((len(w) for c in report.checks for w in c.name.split()), default=10)
+    table.add_column("check", overflow="fold", min_width=max(word, 5), max_width=18)
     table.add_column("status", no_wrap=True)
     table.add_column("found", overflow="fold", ratio=6, min_width=20)
     table.add_column("fix", overflow="fold", ratio=4, min_width=12)

@@ -89,7 +89,7 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
             )
             console.print(f"  [cyan]{sparkline(vals)}[/cyan]")
         console.print()
-        console.print(windows_table(st.windows[-12:]))
+        console.print(windows_table(st.windows[-12:], console.width))
     if st.lifetime is not None and st.lifetime is not w:
         lt = st.lifetime
         console.print(
@@ -123,21 +123,26 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
         console.print(f"\nverdict: {styled('alarm')} {kinds} (exit 1)")
 
 
-def windows_table(ws: list[SpecWindow]) -> Table:
-    t = Table(title="Recent windows", title_justify="left", show_edge=False, pad_edge=False)
-    for col, just, wrap in (
-        ("time", "left", False),
-        ("stream", "left", False),
-        ("τ", "right", False),
-        ("draft", "right", False),
-        ("accepted", "right", False),
-        ("drafted", "right", False),
-        ("gen tok/s", "right", False),
-        ("per position", "left", True),
-    ):
-        t.add_column(col, justify=just, no_wrap=not wrap)  # type: ignore[arg-type]
-    for w in ws:
-        t.add_row(
+# Left out first when the terminal is too narrow for every column at its full width
+NARROW_DROPS = ("drafted", "accepted", "stream", "gen tok/s", "draft")
+
+
+def windows_table(ws: list[SpecWindow], width: int = 200) -> Table:
+    """The recent windows at `width` columns: a column every window leaves empty is left out,
+    and the figures keep their full width (at 80 columns τ read `3.…`), so on a narrow
+    terminal the least needed columns go instead (NARROW_DROPS, in that order)."""
+    columns = (
+        ("time", "left"),
+        ("stream", "left"),
+        ("τ", "right"),
+        ("draft", "right"),
+        ("accepted", "right"),
+        ("drafted", "right"),
+        ("gen tok/s", "right"),
+        ("positions", "left"),
+    )
+    rows = [
+        (
             w.timestamp_raw or "-",
             escape(w.stream) or "-",
             _f(w.mean_acceptance_length),
@@ -147,6 +152,20 @@ def windows_table(ws: list[SpecWindow]) -> Table:
             _f(w.generation_throughput, "{:.1f}"),
             sparkline(w.per_position, lo=0.0) if w.per_position else "-",
         )
+        for w in ws
+    ]
+    keep = [i for i in range(len(columns)) if i in (0, 2) or any(r[i] != "-" for r in rows)]
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, (c, _) in enumerate(columns)]
+    for name in NARROW_DROPS:
+        if sum(widths[i] + 3 for i in keep) <= width:
+            break
+        keep = [i for i in keep if columns[i][0] != name]
+    t = Table(title="Recent windows", title_justify="left", show_edge=False, pad_edge=False)
+    for i in keep:
+        col, just = columns[i]
+        t.add_column(col, justify=just, no_wrap=True, min_width=widths[i])  # type: ignore[arg-type]
+    for r in rows:
+        t.add_row(*(r[i] for i in keep))
     return t
 
 
