@@ -253,9 +253,11 @@ def wait_ready(
     served: list[str] = []
     health: int | None = None
     ok_since: float | None = None
+    said = ""  # the log's latest phase line (loading weights, compiling, capturing graphs)
     while True:
         for line in log.poll():
             emit("log", line)
+            said = logscan.phase(line) or said
             if fatal_at is None and logscan.fatal(line) is not None:
                 fatal_at = time.monotonic()
             if logscan.is_ready_line(line, spec.ready_lines):
@@ -296,7 +298,7 @@ def wait_ready(
                 if health != 200
                 else f"/v1/models lists {served or 'nothing yet'}"
             )
-            emit("wait", phase)
+            emit("wait", f"{phase} · {said}" if said else phase)
         if now - t0 > timeout:
             detail = f"/health {health if health is not None else 'unreachable'}"
             if served and spec.model_id not in served:

@@ -112,6 +112,28 @@ def message(line: str) -> str:
     return PREFIX.sub("", line)
 
 
+# Progress bars engines draw into their logs while loading (tqdm: a count and a percentage)
+PROGRESS_BAR = re.compile(r"^([A-Za-z][^%|]{2,80}?):?\s+(\d{1,3})%(?:\s*Completed)?\s*\|")
+SGLANG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] ")
+
+
+def phase(line: str) -> str | None:
+    """What a start-up log line says the engine is doing, for a wait of minutes: an INFO or
+    WARNING message (loading weights, compiling, capturing CUDA graphs), or the label and
+    percentage of a progress bar; None for anything else (tracebacks, blank lines)."""
+    text = clean(line).split("\r")[-1].strip()
+    if not text:
+        return None
+    bar = PROGRESS_BAR.search(message(text))
+    if bar:
+        return f"{bar.group(1).strip()}: {bar.group(2)}%"
+    lv = level(text)
+    if lv in ("INFO", "WARNING") or (lv is None and SGLANG_LINE.match(text)):
+        msg = message(text).strip()
+        return _cut(msg, 100) if msg and not msg.startswith("INFO:") else None
+    return None
+
+
 def fatal(line: str) -> Pattern | None:
     """The fatal pattern this log line matches, if any (INFO/WARNING/DEBUG lines never are)."""
     line = clean(line)

@@ -15,6 +15,8 @@ line (`ARGV: [...]`) and whether HF_TOKEN is set (never its value), then behaves
 - never_ready  runs, but /health answers 503 forever
 - ignore_term  like ok, but ignores SIGTERM (only SIGKILL ends it)
 - sglang       SGLang-style lines and `The server is fired up and ready to roll!`
+- slow_load    like ok, after start-up phases a wait of seconds shows: vLLM's shard-loading
+               progress bar, then a CUDA-graph capture line, each followed by a pause
 
 `make_python(dir, mode)` writes an executable `python` wrapper that runs this file in MODE, so a
 test passes it as `--python` (the engine command is `PYTHON -m dflashctl.engine.server ...`).
@@ -90,6 +92,13 @@ def main() -> None:
             "Failed to import from vllm._C with ModuleNotFoundError(\"No module named 'vllm._C'\")",
             "WARNING",
         )
+    if mode == "slow_load":
+        print(
+            "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03]", flush=True
+        )
+        time.sleep(1.5)
+        log("Capturing CUDA graphs for decode, 67 batch sizes")
+        time.sleep(1.5)
     if mode == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
