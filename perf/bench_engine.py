@@ -18,6 +18,11 @@ In one run (SPEC.md's matched methodology: batch one, greedy, the same prompts f
     .venv/bin/python perf/bench_engine.py                       # the embedded demo pair
     .venv/bin/python perf/bench_engine.py --model T --drafter D --max-tokens 256 --json
     .venv/bin/python perf/bench_engine.py --heldout none      # the three fixtures only
+    .venv/bin/python perf/bench_engine.py --draft-confidence 0.3,0.5   # more modes, same run
+
+`--draft-confidence C` adds a mode per value: the same speculative engine verifying only the
+proposals before the first its drafter gives a probability below C (Engine.draft_confidence;
+the text is the same). Held-out speedups are also given per kind (code, prose, translation).
 """
 
 from __future__ import annotations
@@ -61,6 +66,20 @@ def decode_rate(engine: Any, ids: list[int], max_tokens: int) -> tuple[float, in
         n += len(chunk)
         last = now
     return ((n - 1) / (last - first) if n > 1 and last > first else 0.0), n, stats
+
+
+class Confident:
+    """The speculative engine verifying only its confident proposals, as a mode of its own."""
+
+    def __init__(self, engine: Any, confidence: float) -> None:
+        self.engine, self.confidence = engine, confidence
+
+    def stream(self, ids: list[int], max_tokens: int, stats: Any) -> Any:
+        self.engine.draft_confidence = self.confidence
+        try:
+            yield from self.engine.stream(ids, max_tokens, stats)
+        finally:
+            self.engine.draft_confidence = 0.0
 
 
 def bench_modes(
@@ -167,8 +186,15 @@ def main() -> None:
         "demo pair's held-out evaluation prompts",
     )
     ap.add_argument("--heldout-tokens", type=int, default=128, help="per held-out run")
+    ap.add_argument(
+        "--draft-confidence",
+        default="",
+        help="comma-separated thresholds: a speculative mode per value that verifies only the "
+        "confident prefix of each draft",
+    )
     ap.add_argument("--json", action="store_true", help="figures as JSON on stdout")
     args = ap.parse_args()
+    confidences = [float(c) for c in args.draft_confidence.split(",") if c.strip()]
     if args.model is None:
         from dflashctl.demo_target import ensure
 
@@ -211,11 +237,19 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(),
         "dtype": args.dtype,
     }
-    result |= bench_modes({"plain": plain, "speculative": spec}, prompts, args.max_tokens)
-    result["speedup"] = {
-        name: result["speculative"][name]["tokens_per_s"] / result["plain"][name]["tokens_per_s"]
-        for name in prompts
+    engines: dict[str, Any] = {"plain": plain, "speculative": spec}
+    engines |= {f"confident {c:g}": Confident(spec, c) for c in confidences}
+    spec_modes = [m for m in engines if m != "plain"]
+    result["modes"] = spec_modes
+    result |= bench_modes(engines, prompts, args.max_tokens)
+    result["speedups"] = {
+        mode: {
+            name: result[mode][name]["tokens_per_s"] / result["plain"][name]["tokens_per_s"]
+            for name in prompts
+        }
+        for mode in spec_modes
     }
+    result["speedup"] = result["speedups"]["speculative"]
     if args.heldout != "none":
         items = json.loads(Path(args.heldout).read_text("utf-8"))
         texts = [t["prompt"] if isinstance(t, dict) else t for t in items]  # {id, kind, prompt}
@@ -223,25 +257,37 @@ def main() -> None:
             f"heldout-{i:02d}": tok.apply_chat_template([{"role": "user", "content": t}])
             for i, t in enumerate(texts)
         }
-        runs = bench_modes({"plain": plain, "speculative": spec}, held, args.heldout_tokens)
-        speedups = [
-            runs["speculative"][n]["tokens_per_s"] / runs["plain"][n]["tokens_per_s"] for n in held
-        ]
-        taus = [runs["speculative"][n]["mean_acceptance_length"] or 0.0 for n in held]
+        kinds = {
+            f"heldout-{i:02d}": t.get("kind", "?") if isinstance(t, dict) else "?"
+            for i, t in enumerate(items)
+        }
+        runs = bench_modes(engines, held, args.heldout_tokens)
+        per_mode = {}
+        for mode in spec_modes:
+            sp = {n: runs[mode][n]["tokens_per_s"] / runs["plain"][n]["tokens_per_s"] for n in held}
+            taus = [runs[mode][n]["mean_acceptance_length"] or 0.0 for n in held]
+            per_mode[mode] = {
+                "median_speedup": statistics.median(sp.values()),
+                "min_speedup": min(sp.values()),
+                "max_speedup": max(sp.values()),
+                "median_speedup_by_kind": {
+                    k: statistics.median(v for n, v in sp.items() if kinds[n] == k)
+                    for k in sorted(set(kinds.values()))
+                },
+                "mean_acceptance_length": statistics.mean(taus),
+                "median_tokens_per_s": statistics.median(
+                    runs[mode][n]["tokens_per_s"] for n in held
+                ),
+            }
         result["heldout"] = {
             "prompts": args.heldout,
             "count": len(held),
             "max_tokens": args.heldout_tokens,
-            "median_speedup": statistics.median(speedups),
-            "min_speedup": min(speedups),
-            "max_speedup": max(speedups),
-            "mean_acceptance_length": statistics.mean(taus),
             "plain_median_tokens_per_s": statistics.median(
                 runs["plain"][n]["tokens_per_s"] for n in held
             ),
-            "speculative_median_tokens_per_s": statistics.median(
-                runs["speculative"][n]["tokens_per_s"] for n in held
-            ),
+            "modes": per_mode,
+            **per_mode["speculative"],
             "runs": runs,
         }
     result["bench_seconds"] = round(time.perf_counter() - t0, 1)
@@ -260,26 +306,28 @@ def main() -> None:
         f"{REPEATS} runs of up to {args.max_tokens} tokens after a {WARMUP_TOKENS}-token warm-up, "
         f"median decode tokens/s excluding the first token, {result['torch_threads']} threads"
     )
-    print(f"{'prompt':<12} {'plain':>9} {'spec':>9} {'speedup':>8} {'tau':>6} {'tokens':>7}")
-    for name in prompts:
-        p, s = result["plain"][name], result["speculative"][name]
-        tau = s["mean_acceptance_length"] or 0.0
-        print(
-            f"{name:<12} {p['tokens_per_s']:>9.1f} {s['tokens_per_s']:>9.1f} "
-            f"{result['speedup'][name]:>7.2f}x {tau:>6.2f} {s['tokens']:>7d}"
-        )
-    median_speedup = statistics.median(result["speedup"].values())
-    print(f"median speedup {median_speedup:.2f}x (goal >= {SPEEDUP_GOAL}x)")
-    if "heldout" in result:
-        h = result["heldout"]
-        print(
-            f"held-out prompts ({h['count']}, up to {h['max_tokens']} tokens): plain "
-            f"{h['plain_median_tokens_per_s']:.1f} tok/s, spec "
-            f"{h['speculative_median_tokens_per_s']:.1f} tok/s (medians), speedup median "
-            f"{h['median_speedup']:.2f}x (min {h['min_speedup']:.2f}x, max "
-            f"{h['max_speedup']:.2f}x), mean tau {h['mean_acceptance_length']:.2f} "
-            f"(goal >= {SPEEDUP_GOAL}x)"
-        )
+    for mode in spec_modes:
+        print(f"\n{mode}")
+        print(f"{'prompt':<12} {'plain':>9} {'spec':>9} {'speedup':>8} {'tau':>6} {'tokens':>7}")
+        for name in prompts:
+            p, s = result["plain"][name], result[mode][name]
+            tau = s["mean_acceptance_length"] or 0.0
+            print(
+                f"{name:<12} {p['tokens_per_s']:>9.1f} {s['tokens_per_s']:>9.1f} "
+                f"{result['speedups'][mode][name]:>7.2f}x {tau:>6.2f} {s['tokens']:>7d}"
+            )
+        median_speedup = statistics.median(result["speedups"][mode].values())
+        print(f"median speedup {median_speedup:.2f}x (goal >= {SPEEDUP_GOAL}x)")
+        if "heldout" in result:
+            h, m = result["heldout"], result["heldout"]["modes"][mode]
+            kinds = ", ".join(f"{k} {v:.2f}x" for k, v in m["median_speedup_by_kind"].items())
+            print(
+                f"held-out prompts ({h['count']}, up to {h['max_tokens']} tokens): plain "
+                f"{h['plain_median_tokens_per_s']:.1f} tok/s, spec "
+                f"{m['median_tokens_per_s']:.1f} tok/s (medians), speedup median "
+                f"{m['median_speedup']:.2f}x (min {m['min_speedup']:.2f}x, max "
+                f"{m['max_speedup']:.2f}x; {kinds}), mean tau {m['mean_acceptance_length']:.2f}"
+            )
     if "server" in result:
         srv = result["server"]
         print(

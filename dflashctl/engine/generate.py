@@ -160,6 +160,7 @@ class Engine:
         self.eos_ids = set(eos_ids)
         self.max_model_len = max_model_len
         self.k = num_speculative_tokens if drafter is not None else 0
+        self.draft_confidence = 0.0  # > 0: verify only the confident prefix of a draft (kept)
         self.taps = tuple(drafter.args.captured_layers) if drafter is not None else ()
         slack = self.k + 1
         target.setup_caches(max_model_len + slack)
@@ -257,25 +258,43 @@ class Engine:
         logits, _ = self.target(x, self._positions(pos, 1))
         return int(logits[0, -1].argmax())
 
-    def propose(self, anchor: int, start: int) -> Tensor:
-        """The drafter's K proposals [K] for positions start+1..start+K: one pass over the block
-        [anchor, mask x K] at start..start+K, argmax per slot."""
+    def draft_logits(self, anchor: int, start: int) -> Tensor:
+        """The drafter's logits [K, V] for positions start+1..start+K: one pass over the block
+        [anchor, mask x K] at start..start+K."""
         assert self.drafter is not None
         block = torch.full((1, self.k + 1), self.drafter.args.mask_token_id, device=self.device)
         block[0, 0] = anchor
-        d_logits = self.drafter(block, start, self.target.embed_tokens, self.target.lm_head)
-        return d_logits[0].argmax(-1)  # [K]
+        return self.drafter(block, start, self.target.embed_tokens, self.target.lm_head)[0]
 
-    def speculate(self, anchor: int, start: int) -> tuple[list[int], int, list[Tensor]]:
-        """One draft + verify. Returns (committed tokens, accepted, verify taps [1, K+1, T])."""
-        drafts = self.propose(anchor, start).to(self.device)  # [K]
-        verify = torch.cat([torch.tensor([anchor], device=self.device), drafts])[None]  # [1, K+1]
-        logits, taps = self.target(verify, self._positions(start, self.k + 1), taps=self.taps)
-        posterior = logits[0].argmax(-1)  # [K+1]: the target's token after each verify slot
+    def propose(self, anchor: int, start: int) -> Tensor:
+        """The drafter's K proposals [K] (argmax per slot)."""
+        return self.draft_logits(anchor, start).argmax(-1)  # [K]
+
+    def kept(self, d_logits: Tensor) -> int:
+        """How many of the K proposals to verify: all, or with `draft_confidence` set, those
+        before the first whose probability under the drafter is below it (at least one). A
+        step that verifies n + 1 tokens costs less than one of K + 1 where it is compute-bound
+        (the CPU: docs/performance.md), and a low-confidence slot is rarely accepted;
+        the committed text is the target's greedy text either way."""
+        if self.draft_confidence <= 0.0:
+            return self.k
+        confidence = torch.softmax(d_logits.float(), -1).amax(-1)  # [K]
+        low = (confidence < self.draft_confidence).nonzero()
+        return max(1, int(low[0])) if len(low) else self.k
+
+    def speculate(self, anchor: int, start: int) -> tuple[list[int], int, list[Tensor], int]:
+        """One draft + verify. Returns (committed tokens, accepted, verify taps [1, n+1, T], n
+        the number of proposals verified)."""
+        d_logits = self.draft_logits(anchor, start)  # [K, V]
+        n = self.kept(d_logits)
+        drafts = d_logits[:n].argmax(-1).to(self.device)  # [n]
+        verify = torch.cat([torch.tensor([anchor], device=self.device), drafts])[None]  # [1, n+1]
+        logits, taps = self.target(verify, self._positions(start, n + 1), taps=self.taps)
+        posterior = logits[0].argmax(-1)  # [n+1]: the target's token after each verify slot
         matches = (drafts == posterior[:-1]).int()
         accepted = int(matches.cumprod(0).sum())
         committed = [*drafts[:accepted].tolist(), int(posterior[accepted])]  # + bonus token
-        return committed, accepted, taps
+        return committed, accepted, taps, n
 
     # -- generation -------------------------------------------------------------------------
 
@@ -315,8 +334,8 @@ class Engine:
                 pending = [self.decode_one(anchor, pos)]
                 pos += 1
                 continue
-            committed, accepted, taps = self.speculate(anchor, pos)
-            stats.observe(self.k, accepted)
+            committed, accepted, taps, n = self.speculate(anchor, pos)
+            stats.observe(n, accepted)
             self.drafter.write_context(
                 [t[:, : accepted + 1] for t in taps], self._positions(pos, accepted + 1)
             )

@@ -413,6 +413,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="dflash (the default with --drafter) or none: plain greedy decoding",
     )
     ap.add_argument("--num-speculative-tokens", type=int, default=None)
+    ap.add_argument(
+        "--draft-confidence",
+        type=float,
+        default=0.0,
+        help="verify only the proposals before the first the drafter gives a probability "
+        "below this (0: all K); the text is the same, a CPU step is cheaper",
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--served-model-name", default=None)
@@ -471,6 +478,9 @@ def load_engine(args: argparse.Namespace) -> Any:
         max_model_len=args.max_model_len,
         num_speculative_tokens=args.num_speculative_tokens,
     )
+    if not 0.0 <= args.draft_confidence < 1.0:
+        raise SystemExit("--draft-confidence must be in [0, 1)")
+    engine.draft_confidence = args.draft_confidence
     log.info("Target implementation: %s", engine.target_path)
     log.info("Using max model len %d", engine.max_model_len)
     spec = "None"

@@ -42,15 +42,21 @@ class OracleEngine(Engine):
     cuts: itertools.cycle[int]
     used: list[int]
 
-    def propose(self, anchor: int, start: int) -> torch.Tensor:
+    def draft_logits(self, anchor: int, start: int) -> torch.Tensor:
+        """[K, VOCAB]: a sure logit for each right proposal; the wrong one at the cut is the
+        argmax of an almost flat row (the drafter unsure of it), the slots after it sure."""
         at = start + 1 - self.prompt_len  # index in `truth` of the token at start + 1
         drafts = self.truth[at : at + self.k]
         assert len(drafts) == self.k, "the test's truth is too short"
         cut = next(self.cuts)
         self.used.append(cut)
-        if cut < self.k:
-            drafts = [*drafts[:cut], (drafts[cut] + 1) % VOCAB, *drafts[cut + 1 :]]
-        return torch.tensor(drafts)
+        logits = torch.zeros(self.k, VOCAB)
+        for i, t in enumerate(drafts):
+            if i == cut:
+                logits[i, (t + 1) % VOCAB] = 0.5
+            else:
+                logits[i, t] = 30.0
+        return logits
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +128,26 @@ def test_oracle_drafter_every_acceptance_length(oracle, plain) -> None:
         assert s.accepted_per_pos == [sum(c > i for c in oracle.used) for i in range(k)]
         assert s.mean_acceptance_length == pytest.approx(1 + sum(oracle.used) / len(oracle.used))
         assert s.mean_acceptance_length > 2  # the oracle is usually right
+
+
+def test_draft_confidence_verifies_the_confident_prefix_and_keeps_the_text(oracle, plain) -> None:
+    """Engine.draft_confidence: each step verifies the proposals before the first unsure one
+    (at least one); the text is the target's greedy text; the statistics count what was
+    verified (vLLM's num_draft_tokens), so τ is unchanged when the cut is where it is wrong."""
+    oracle.eos_ids = plain.eos_ids = set()
+    k = oracle.k
+    cuts = [0, 3, k, 1, k, 2]
+    oracle.draft_confidence = 0.5
+    try:
+        for ids in prompts():
+            got = run_oracle(oracle, plain, ids, 60, cuts)
+            assert got.tokens == plain.generate(ids, 60).tokens
+            s = got.stats
+            verified = [max(1, c) if c < k else k for c in oracle.used]
+            assert s.num_draft_tokens == sum(verified) < k * s.num_drafts
+            assert s.num_accepted_tokens == sum(oracle.used)
+    finally:
+        oracle.draft_confidence = 0.0
 
 
 def test_all_accepted_overshooting_max_tokens_is_cut(oracle, plain) -> None:
