@@ -100,9 +100,14 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def _json_error(message: str, hint: str | None) -> None:
+    """The error as JSON on stdout, unless stdout itself is what failed (a full disk, a closed
+    pipe): then stderr's one line is all there is."""
     from dflashctl.console import emit_json
 
-    emit_json({"ok": False, "error": message, "hint": hint})
+    try:
+        emit_json({"ok": False, "error": message, "hint": hint})
+    except OSError:
+        pass
 
 
 # Errors the file system or the machine raise for any path or write (a name over NAME_MAX, a

@@ -9,6 +9,7 @@ into tickets, and a server URL may carry credentials.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -76,8 +77,20 @@ def styled(status: str) -> str:
     return f"[{style}]{status}[/{style}]" if style else status
 
 
+def json_safe(data: Any) -> Any:
+    """`data` with every float that is not a number (nan, ±inf) as null: JSON has no such
+    numbers, and `| jq` refuses Python's NaN."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: json_safe(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [json_safe(v) for v in data]
+    return data
+
+
 def emit_json(data: Any) -> None:
-    emit_text(json.dumps(data, indent=2, default=str) + "\n")
+    emit_text(json.dumps(json_safe(data), indent=2, default=str) + "\n")
 
 
 def emit_text(text: str) -> None:

@@ -95,3 +95,45 @@ def test_closed_stdin(follow: tuple[str, ...]):
     )  # fmt: skip
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 2 and "stdin is closed" in proc.stderr
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_nan_and_inf_figures_are_no_figures(tmp_path: Path, json_out: bool):
+    """Issue 30 #1: `nan` (vLLM's rate over a window without drafts) and `inf` are not
+    measurements: the window keeps its other figures, the sparkline and the JSON stay valid."""
+    text = (DATA / "vllm_034_healthy.log").read_text()
+    text = text.replace("0.745, 0.463, 0.285", "nan, inf, 0.285", 1)
+    text = text.replace("Mean acceptance length: 2.49", "Mean acceptance length: inf", 1)
+    log = tmp_path / "naninf.log"
+    log.write_text(text)
+    res = dflashctl("metrics", str(log), *(["--json"] if json_out else []))
+    assert "Traceback" not in res.stderr, res.stderr
+    assert res.code == 0, res.stdout + res.stderr
+    if json_out:
+
+        def refuse(name: str) -> None:
+            raise ValueError(f"{name} is not JSON")
+
+        report = json.loads(res.stdout, parse_constant=refuse)
+        second = report["series"][1]
+        assert second["mean_acceptance_length"] is None and second["per_position"] is None
+        assert second["accepted_tokens"] == 1493  # the finite figures of that line are kept
+    else:
+        assert "Per-position acceptance" in res.stdout
+
+
+def test_a_full_stdout_is_one_line_on_stderr(tmp_path: Path):
+    """Issue 30 #3: `metrics LOG --json > /dev/full`: the write fails, the JSON error would be
+    written to the same full stdout; one line on stderr, exit 2."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "dflashctl", "metrics", str(DATA / "vllm_034_healthy.log"),
+             "--json"],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2
+    assert done.stderr.strip() == "Error: No space left on device"

@@ -135,3 +135,21 @@ class TestBench:
         report = json.loads(res.stdout)
         assert report["ok"] is False
         assert "--timeout 1 s" in res.stderr
+
+    def test_a_stream_without_token_counts_is_said_not_a_traceback(self):
+        """Issue 30 #4: a stream with no usage chunk (no token counts) beside a target that
+        times out: the cells say so, one note explains why no decode speed was measured."""
+        from support.engine_http import Behaviour, FakeEngine
+
+        good, bad = FakeEngine(Behaviour(usage=False)), FakeEngine(Behaviour(mode="hang"))
+        try:
+            res = dflashctl(
+                "bench", good.url, bad.url, "--repetitions", "1", "--warmup-tokens", "0",
+                "--max-tokens", "16", "--timeout", "3", timeout=120,
+            )  # fmt: skip
+        finally:
+            bad.release.set()
+        assert "Traceback" not in res.stderr, res.stderr
+        assert res.code == 1, res.stdout + res.stderr
+        assert "no token counts in the stream" in res.stdout + res.stderr
+        assert "None tokens" not in res.stdout + res.stderr

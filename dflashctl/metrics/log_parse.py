@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -183,9 +184,10 @@ def _num(value: str) -> float | None:
             v = v[: -len(unit)].rstrip()
             break
     try:
-        return float(v)
+        x = float(v)
     except ValueError:
         return None
+    return x if math.isfinite(x) else None  # `nan` (no drafts in the window), `inf`: no figure
 
 
 def _int(value: str) -> int | None:
@@ -197,6 +199,8 @@ def _floats(value: str) -> list[float] | None:
     try:
         vals = [float(x) for x in value.split(",") if x.strip()]
     except ValueError:
+        return None
+    if not all(math.isfinite(x) for x in vals):
         return None
     return vals or None
 

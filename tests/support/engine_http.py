@@ -69,6 +69,7 @@ class Behaviour:
     tokens: int | None = None
     delay: float = 0.0005  # seconds between events
     cap_at_max_tokens: bool = False  # stream exactly max_tokens pieces, finish length
+    usage: bool = True  # False: no usage chunk (no token counts in the stream)
 
 
 @dataclass
@@ -233,7 +234,8 @@ class FakeEngine:
             self.account(1)
         emit(chunk({"content": ""}, finish))
         usage = {"prompt_tokens": 20, "completion_tokens": tokens, "total_tokens": 20 + tokens}
-        emit(json.dumps({"id": "chatcmpl-1", "choices": [], "usage": usage}))
+        if b.usage:
+            emit(json.dumps({"id": "chatcmpl-1", "choices": [], "usage": usage}))
         if b.mode != "no_done":
             emit("[DONE]")
         if chunked:

@@ -114,7 +114,7 @@ def measure(b: Bench, results: list[TargetResult], prompts: list[Prompt]) -> Non
                 b.say(
                     f"{rep}/{reps} {prompt.id} {tr.label}: "
                     + (
-                        f"{c.completion_tokens} tokens"
+                        f"{c.completion_tokens if c.completion_tokens is not None else '?'} tokens"
                         + (f", {tps:.1f} tok/s" if tps else "")
                         + (f", τ {spec.window.mean_acceptance_length:.2f}"
                            if spec and spec.window and spec.window.mean_acceptance_length
@@ -144,8 +144,10 @@ def compare(results: list[TargetResult], max_tokens: int | None = None) -> None:
             if paired:
                 cell.speedup_min, cell.speedup_max = min(paired), max(paired)
             sides = {tr.label: cell, base.label: ref}  # one entry for the baseline itself
-            short = {
-                k: c for k, c in sides.items() if c.good and (c.completion_tokens or 0) < floor
+            short = {  # an unknown count (no usage in the stream) is not a short answer
+                k: c
+                for k, c in sides.items()
+                if c.good and c.completion_tokens is not None and c.completion_tokens < floor
             }
             if short:
                 cell.speedup = cell.speedup_min = cell.speedup_max = None
@@ -154,6 +156,12 @@ def compare(results: list[TargetResult], max_tokens: int | None = None) -> None:
                 tr.notes.append(
                     f"{fixture}: {who} answers ended before {floor} tokens: too few to compare "
                     "decode speeds; left out of the speedup"
+                )
+            uncounted = [c for c in cell.good if c.completion_tokens is None]
+            if uncounted and not any("no token counts" in n for n in tr.notes):
+                tr.notes.append(
+                    "no token counts in the stream (no usage chunk): decode tokens/s cannot be "
+                    "measured; servers send them when asked (stream_options.include_usage)"
                 )
             if tr is not base and cell.good and ref.good:
                 cell.matches_first_target = cell.good[0].text == ref.good[0].text

@@ -8,6 +8,7 @@ one line per window, alarms as they rise and clear; `--json` gives one JSON obje
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflashctl.commands.views import bar, finding
-from dflashctl.console import emit_text, out, styled
+from dflashctl.console import emit_text, json_safe, out, styled
 from dflashctl.metrics.follow import FollowEvent
 from dflashctl.metrics.window import MetricsReport, SpecWindow
 
@@ -25,7 +26,9 @@ SPARK = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: list[float], width: int = 60, lo: float | None = None) -> str:
-    """Values → one line of block characters, downsampled (bucket means) to `width`."""
+    """Values → one line of block characters, downsampled (bucket means) to `width`; a value
+    that is not a number (nan, inf: from a source other than the parsers) is left out."""
+    values = [v for v in values if math.isfinite(v)]
     if not values:
         return ""
     if len(values) > width:
@@ -184,7 +187,7 @@ def window_line(w: SpecWindow) -> Text:
 def emit_report_json(report: MetricsReport) -> None:
     """The report as JSON on stdout: indented, one compact line per series window (a series of
     thousands of windows stays fast to write and easy to grep)."""
-    d = report.to_json()
+    d = json_safe(report.to_json())
     series = d.pop("series")
     head = json.dumps(d, indent=2, default=str)
     if not series:
