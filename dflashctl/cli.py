@@ -8,6 +8,7 @@ one-line error, a hint and exit code 2 (`DFLASHCTL_DEBUG=1` shows the traceback)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -104,10 +105,8 @@ def _json_error(message: str, hint: str | None) -> None:
     pipe): then stderr's one line is all there is."""
     from dflashctl.console import emit_json
 
-    try:
+    with contextlib.suppress(OSError):
         emit_json({"ok": False, "error": message, "hint": hint})
-    except OSError:
-        pass
 
 
 # Errors the file system or the machine raise for any path or write (a name over NAME_MAX, a

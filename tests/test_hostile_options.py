@@ -33,6 +33,17 @@ CASES = [
     (("serve", "--model", "m", "--spec", "none", "--port", "70000", "--dry-run"), "--port 70000"),
     (("stop", "--timeout", "nan"), "--timeout nan"),
 ]  # fmt: skip
+# issue 30 #5: a speculative config bounded before it is parsed, as the config reader does
+VLLM = ("serve", "--engine", "vllm", "m", "--drafter", "d", "-k", "3", "--dry-run", "--")
+DEEP = '{"a":' * 5000 + "1" + "}" * 5000
+CASES += [
+    ((*VLLM, "--speculative-config", DEEP), "JSON nested too deeply"),
+    ((*VLLM, "--speculative-config", "[" * 40000), "too long to be a speculative config"),
+    ((*VLLM, "--speculative-config", '{"x": 1' + "0" * 5000 + "}"), "an integer of 5001 digits"),
+    ((*VLLM, "--speculative-config", '{"x": NaN}'), "x is NaN"),
+    ((*VLLM, "--speculative-config.x", DEEP), "JSON nested too deeply"),
+    ((*VLLM, "--speculative-config.x", "1" + "0" * 5000), "an integer of 5001 digits"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("args, words", CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])

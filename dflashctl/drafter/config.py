@@ -112,7 +112,7 @@ class _Unreadable:
         self.what = what
 
 
-class _UnreadableValue(ValueError):
+class UnreadableValue(ValueError):
     def __init__(self, key: str | None, what: str) -> None:
         super().__init__(what)
         self.key, self.what = key, what
@@ -148,13 +148,13 @@ def _checked_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     for key, value in pairs:
         bad = _find_unreadable(value)
         if bad is not None:
-            raise _UnreadableValue(key, bad.what)
+            raise UnreadableValue(key, bad.what)
     return dict(pairs)
 
 
 def loads_strict(text: str) -> Any:
     """json.loads, refusing NaN, Infinity, overflowing floats and integers beyond int64 with
-    `_UnreadableValue` (a ValueError naming the key) instead of taking them, or failing with a
+    `UnreadableValue` (a ValueError naming the key) instead of taking them, or failing with a
     traceback on Python's 4300-digit limit."""
     data = json.loads(
         text,
@@ -165,7 +165,7 @@ def loads_strict(text: str) -> Any:
     )
     bad = _find_unreadable(data)
     if bad is not None:
-        raise _UnreadableValue(None, bad.what)
+        raise UnreadableValue(None, bad.what)
     return data
 
 
@@ -186,7 +186,7 @@ def parse_json_object(raw: bytes, path: Path, what: str = "config") -> dict[str,
             f"{path}: {why} at line {e.lineno}, column {e.colno}: {e.msg}",
             "the file may be cut short by an interrupted download or edit; fetch it again",
         ) from None
-    except _UnreadableValue as e:
+    except UnreadableValue as e:
         where = f"{e.key} is " if e.key is not None else "a value is "
         raise InputError(
             f"{path}: {where}{e.what}: no {what} value can be that",

@@ -188,7 +188,7 @@ def split_speculative_config(args: list[str]) -> tuple[dict[str, Any], list[str]
                 raise UsageError(f"{flag} needs a value", f"{flag} '{{...}}'")
             if dotted:
                 key = flag.split(".", 1)[1].replace("-", "_")
-                keys[key] = _json_or_text(value)
+                keys[key] = _json_or_text(value, flag)
             else:
                 keys.update(parse_speculative_config(value, flag))
         else:
@@ -197,10 +197,30 @@ def split_speculative_config(args: list[str]) -> tuple[dict[str, Any], list[str]
     return keys, rest
 
 
+MAX_SPEC_CONFIG_CHARS = 64 << 10  # a speculative config is a few keys; its JSON, far less
+
+
+def _strict_json(text: str, flag: str) -> Any:
+    """`text` as JSON, bounded as the config reader bounds a file: a size cap, no NaN or
+    Infinity, no integer beyond int64 (Python's 4300-digit limit is a traceback), no nesting
+    deeper than the interpreter's stack."""
+    from dflashctl.drafter.config import UnreadableValue, loads_strict
+
+    if len(text) > MAX_SPEC_CONFIG_CHARS:
+        raise UsageError(f"{flag} is {len(text)} characters: too long to be a speculative config")
+    try:
+        return loads_strict(text)
+    except UnreadableValue as e:
+        where = f"{e.key} is " if e.key is not None else "a value is "
+        raise UsageError(f"{flag}: {where}{e.what}: no engine takes that") from None
+    except RecursionError:
+        raise UsageError(f"{flag}: JSON nested too deeply") from None
+
+
 def parse_speculative_config(text: str, flag: str = "--speculative-config") -> dict[str, Any]:
     """A `--speculative-config` JSON object, keys with dashes read as underscores (as vLLM does)."""
     try:
-        data = json.loads(text)
+        data = _strict_json(text, flag)
     except json.JSONDecodeError as e:
         raise UsageError(
             f"{flag} is not valid JSON: {e.msg} at character {e.pos}",
@@ -211,10 +231,12 @@ def parse_speculative_config(text: str, flag: str = "--speculative-config") -> d
     return {str(k).replace("-", "_"): v for k, v in data.items()}
 
 
-def _json_or_text(value: str) -> Any:
+def _json_or_text(value: str, flag: str) -> Any:
+    """A dotted `--speculative-config.KEY VALUE`: JSON where it parses (bounded the same
+    way), else the text as it is."""
     try:
-        return json.loads(value)
-    except ValueError:
+        return _strict_json(value, flag)
+    except json.JSONDecodeError:
         return value
 
 
