@@ -38,7 +38,7 @@ VLLM = ("serve", "--engine", "vllm", "m", "--drafter", "d", "-k", "3", "--dry-ru
 DEEP = '{"a":' * 5000 + "1" + "}" * 5000
 CASES += [
     ((*VLLM, "--speculative-config", DEEP), "JSON nested too deeply"),
-    ((*VLLM, "--speculative-config", "[" * 40000), "too long to be a speculative config"),
+    ((*VLLM, "--speculative-config", "[" * 70000), "too long to be a speculative config"),
     ((*VLLM, "--speculative-config", '{"x": 1' + "0" * 5000 + "}"), "an integer of 5001 digits"),
     ((*VLLM, "--speculative-config", '{"x": NaN}'), "x is NaN"),
     ((*VLLM, "--speculative-config.x", DEEP), "JSON nested too deeply"),
@@ -46,7 +46,9 @@ CASES += [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("args, words", CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])
+@pytest.mark.parametrize(
+    "args, words", CASES, ids=[" ".join(a[:1] + a[-2:])[:60] for a, _ in CASES]
+)
 def test_refused(args: tuple[str, ...], words: str):
     res = dflashctl(*args, timeout=30)
     assert_clean_error(res, 2, contains=words)
