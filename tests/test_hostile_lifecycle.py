@@ -131,3 +131,49 @@ def test_a_wrong_start_time_never_reports_a_kill(tmp_path: Path, starttime: int)
     finally:
         data["starttime"] = real
         path.write_text(json.dumps(data))
+
+
+@pytest.mark.usefixtures("stop_all")
+def test_two_launches_of_one_name_at_once_leave_no_engine_unseen(tmp_path: Path):
+    """Issue 30 #6: `serve --detach --name same` twice at once (other ports). The name is held
+    from the first check to ready: the second is refused (exit 2, one line) before it starts
+    anything, so every engine running is the one `status` shows and `stop` ends."""
+    py = make_python(tmp_path / "bin", "slow_load")  # 3 s of start-up phases
+    env = dict(os.environ, PYTHONPATH=str(TREE))
+
+    def start(port: int) -> subprocess.Popen[str]:
+        args = [sys.executable, "-m", "dflashctl", "serve", "--model", "m", "--spec", "none",
+                "--python", str(py), "--port", str(port), "--detach", "--name", "same", "--json"]
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env, cwd=TREE)  # fmt: skip
+
+    first = start(free_port())
+    deadline = time.monotonic() + 20
+    while not (state.deployments_dir() / "same.starting").exists():  # the first holds it
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.05)
+    second = start(free_port())
+    _, err2 = second.communicate(timeout=60)
+    out1, err1 = first.communicate(timeout=60)
+    assert first.returncode == 0, err1
+    assert second.returncode == 2 and "Traceback" not in err2
+    assert "deployment same is being started by another dflashctl" in err2
+    pid = json.loads(out1)["pid"]
+    deps, _ = state.scan()
+    assert [(d.name, d.pid) for d in deps] == [("same", pid)]
+    assert not (state.deployments_dir() / "same.starting").exists()
+    res = dflashctl("stop", "same")
+    assert res.code == 0 and not alive(pid)
+
+
+def test_a_stale_reservation_is_taken_over(tmp_path: Path):
+    """A dflashctl killed mid-launch leaves `NAME.starting` with a pid that is gone: the next
+    launch takes the name over."""
+    d = state.deployments_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (d / "again.starting").write_text(f"{dead.pid}\n")
+    with state.reserved("again"):
+        assert (d / "again.starting").read_text().strip() == str(os.getpid())
+    assert not (d / "again.starting").exists()

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -112,6 +113,55 @@ def save(dep: Deployment) -> Path:
     except OSError as e:
         raise OutputError(f"cannot create {path.parent}: {e.strerror}") from None
     return write_json_atomic(path, dep.to_json())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def reserved(name: str) -> Iterator[None]:
+    """Hold `name` while a launch under it runs, from the look for a previous deployment to
+    its record: `NAME.starting` created with O_EXCL, holding this process's pid. A second
+    launch of the same name meanwhile is a UsageError (two engines, one record: one of them
+    nobody could see or stop); a reservation whose process is gone is taken over."""
+    path = deployments_dir() / f"{check_name(name)}.starting"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create {path.parent}: {e.strerror}") from None
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(path.read_text(errors="replace").strip() or 0)
+            except (OSError, ValueError):
+                holder = 0
+            if holder > 0 and holder != os.getpid() and _pid_alive(holder):
+                raise UsageError(
+                    f"deployment {name} is being started by another dflashctl (pid {holder})",
+                    "wait for it to finish, or pick another --name",
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # its dflashctl is gone: the reservation is stale
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        break
+    else:
+        raise UsageError(f"deployment {name}: could not reserve the name", "try again")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def load(name: str) -> Deployment | None:

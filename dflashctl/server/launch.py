@@ -330,7 +330,20 @@ def launch(
 ) -> LaunchResult:
     """Pre-launch checks, start, wait until ready. A failure is a result (ok False), not an
     exception; DflashError (exit 2) only when it could not run (unreachable host, port taken).
-    `keep`: leave the state for a caller that goes on streaming (foreground)."""
+    `keep`: leave the state for a caller that goes on streaming (foreground). The deployment's
+    name is held from the first check to ready: a second launch of it meanwhile is refused."""
+    with state.reserved(plan_.name):
+        return _launch(plan_, host, on_event=on_event, poll=poll, keep=keep)
+
+
+def _launch(
+    plan_: Plan,
+    host: Host,
+    *,
+    on_event: OnEvent | None,
+    poll: float | None,
+    keep: bool,
+) -> LaunchResult:
     t0 = time.monotonic()
     opts = plan_.options
 
