@@ -291,8 +291,10 @@ class TestPinned:
         assert "corrupted mirror or a tampered download" in err
         assert not (dest / "model.safetensors").exists()
         assert not (dest / LOCK_NAME).exists()
-        staged = [p for p in listing(dest) if p.endswith("model.safetensors")]
-        assert staged == []  # not in staging either: a retry downloads it anew
+        assert not dest.exists()  # created by this fetch: nothing of it lingers (issue 30 #7)
+        dest.mkdir()  # a directory that was there before keeps no staging folder either
+        one_line_error(*fetch(monkeypatch, capsys, "tiny-dflash", "--dir", str(dest)))
+        assert listing(dest) == []
         hub.server.faults.tamper.clear()
         assert fetch(monkeypatch, capsys, "tiny-dflash", "--dir", str(dest))[0] == 0
         assert (dest / "model.safetensors").read_bytes() == hub.weights

@@ -142,8 +142,24 @@ def test_two_launches_of_one_name_at_once_leave_no_engine_unseen(tmp_path: Path)
     env = dict(os.environ, PYTHONPATH=str(TREE))
 
     def start(port: int) -> subprocess.Popen[str]:
-        args = [sys.executable, "-m", "dflashctl", "serve", "--model", "m", "--spec", "none",
-                "--python", str(py), "--port", str(port), "--detach", "--name", "same", "--json"]
+        args = [
+            sys.executable,
+            "-m",
+            "dflashctl",
+            "serve",
+            "--model",
+            "m",
+            "--spec",
+            "none",
+            "--python",
+            str(py),
+            "--port",
+            str(port),
+            "--detach",
+            "--name",
+            "same",
+            "--json",
+        ]
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env, cwd=TREE)  # fmt: skip
 

@@ -486,6 +486,36 @@ class TestFix:
         assert path.read_bytes() == changed
         assert sorted(p.name for p in path.parent.iterdir()) == ["config.json"]
 
+    def test_ctrl_c_during_the_write_leaves_no_backup(self, tmp_path: Path, monkeypatch):
+        """Issue 30 #7: an interrupt after the backup was written but before the new file is in
+        place leaves the directory as it was (no stray `config.json.bak-*`); one after the
+        rename keeps the backup, which then holds the only copy of the old bytes."""
+        import dflashctl.drafter.fix as fix
+
+        path = drafter_dir(tmp_path, f"{QWEN36}-stale") / "config.json"
+        original, st = read_for_fix(path)
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(fix, "write_atomic", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            write_fixed(path, original, st, published())
+        assert path.read_bytes() == original
+        assert sorted(p.name for p in path.parent.iterdir()) == ["config.json"]
+
+        from dflashctl.files import write_atomic
+
+        def renamed_then_interrupted(*args, **kwargs):
+            write_atomic(*args, **kwargs)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(fix, "write_atomic", renamed_then_interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            write_fixed(path, original, st, published())
+        backups = [p for p in path.parent.iterdir() if p.name.startswith("config.json.bak-")]
+        assert len(backups) == 1 and backups[0].read_bytes() == original
+
     def test_file_replaced_by_a_symlink_after_it_was_read(self, tmp_path: Path):
         path = drafter_dir(tmp_path, f"{QWEN36}-stale") / "config.json"
         original, st = read_for_fix(path)

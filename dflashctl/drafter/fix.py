@@ -345,7 +345,19 @@ def write_fixed(path: Path, original: bytes, st0: os.stat_result, data: dict[str
             f"{why.removesuffix('; nothing was changed')}; nothing was changed",
             f"check that {directory} is writable",
         ) from None
+    except BaseException:  # Ctrl-C, a signal: the backup goes unless the new file is in place
+        if _holds(path, original):
+            _cleanup(backup)
+        raise
     return backup
+
+
+def _holds(path: Path, original: bytes) -> bool:
+    """`path` still holds exactly the bytes that were read (nothing was replaced)."""
+    try:
+        return path.read_bytes() == original
+    except OSError:
+        return False
 
 
 def _cleanup(backup: Path) -> None:

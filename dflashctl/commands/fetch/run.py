@@ -103,15 +103,6 @@ def _staged_files(staging: Path) -> list[str]:
     return sorted(names)
 
 
-def _discard_staged(staging: Path, name: str) -> None:
-    """Remove a rejected file and huggingface_hub's record of it, so a retry downloads anew."""
-    with contextlib.suppress(OSError):
-        (staging / name).unlink()
-    meta = staging / ".cache" / "huggingface" / "download" / f"{name}.metadata"
-    with contextlib.suppress(OSError):
-        meta.unlink()
-
-
 def _verify_in_place(
     directory: Path,
     lock: dict[str, Any],
@@ -457,9 +448,11 @@ def _download_and_place(
         progress=progress,
     )
     notes += check_notes
-    if bad:
-        for b in bad:
-            _discard_staged(staging, b.name)
+    if bad:  # nothing of this download is kept: a retry fetches anew, nothing lingers
+        shutil.rmtree(directory / STAGING_NAME, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
         raise mismatch_error(bad, target, commit, env, at_pinned)
 
     files = sorted(kept + fetched, key=lambda f: f.name)
