@@ -55,8 +55,39 @@ class _Masked:
         return str(getattr(self._stream, "encoding", None) or "utf-8")
 
 
-out = Console(file=_Masked("stdout"), highlight=False, soft_wrap=False)  # type: ignore[arg-type]
-err = Console(file=_Masked("stderr"), highlight=False)  # type: ignore[arg-type]
+# Characters a terminal obeys instead of showing: C0 and C1 controls (ESC starts a sequence
+# that can recolour, retitle or clear the screen) and the bidirectional overrides and isolates
+# (U+202A-202E, U+2066-2069: text that reads other than it is).
+_BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A))
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would obey shown as a visible escape (`\x1b`,
+    `\u202e`); newlines and tabs stay."""
+    if text.isprintable() or all(c.isprintable() or c in "\n\t" for c in text):
+        return text
+    out_ = []
+    for ch in text:
+        o = ord(ch)
+        if ch in "\n\t" or not (o < 32 or 0x7F <= o <= 0x9F or o in _BIDI):
+            out_.append(ch)
+        else:
+            out_.append(f"\\x{o:02x}" if o <= 0xFF else f"\\u{o:04x}")
+    return "".join(out_)
+
+
+class _Console(Console):
+    """The one rule at the boundary: every string printed (a table cell, a line, a spinner's
+    text) passes through `printable` before rich reads its markup, so a value that came from
+    outside (a directory name, a config key, a log line, a server's model id) can never drive
+    the terminal; rich's own styling is added after and stays."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        return super().render_str(printable(text), **kwargs)
+
+
+out = _Console(file=_Masked("stdout"), highlight=False, soft_wrap=False)  # type: ignore[arg-type]
+err = _Console(file=_Masked("stderr"), highlight=False)  # type: ignore[arg-type]
 
 STATUS_STYLE = {
     "ok": "green",

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflashctl.commands.views import fmt
-from dflashctl.console import err, out, styled
+from dflashctl.console import err, out, printable, styled
 
 FILE_STYLE = {
     "pinned": "green",
@@ -111,9 +111,9 @@ class RichFetchProgress:
                 self._quiet_step(text)
                 return
             if self._step is None:
-                self._step = self._progress.add_task(escape(text), total=None)
+                self._step = self._progress.add_task(escape(printable(text)), total=None)
             else:
-                self._progress.update(self._step, description=escape(text))
+                self._progress.update(self._step, description=escape(printable(text)))
 
     def _quiet_step(self, text: str) -> None:
         if self._timer is not None:
@@ -133,7 +133,7 @@ class RichFetchProgress:
 
     def hashing(self, name: str, done: int, total: int) -> None:
         with self._lock:
-            label = escape(f"sha256 {name}")
+            label = escape(printable(f"sha256 {name}"))
             if self._hash is None:
                 self._hash = self._progress.add_task(label, total=total)
             self._progress.update(self._hash, description=label, completed=done, total=total)

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflashctl.commands.views import bar, finding
-from dflashctl.console import emit_text, json_safe, out, styled
+from dflashctl.console import emit_text, json_safe, out, printable, styled
 from dflashctl.metrics.follow import FollowEvent
 from dflashctl.metrics.window import MetricsReport, SpecWindow
 
@@ -179,8 +179,10 @@ def window_line(w: SpecWindow) -> Text:
         f"  gen {w.generation_throughput:.1f} tok/s" if w.generation_throughput is not None else ""
     )
     return Text(
-        f"{w.timestamp_raw or '-'}{stream}  τ {_f(w.mean_acceptance_length)}  "
-        f"draft {_pct(w.draft_acceptance_rate)}  {pos}{gen}"
+        printable(
+            f"{w.timestamp_raw or '-'}{stream}  τ {_f(w.mean_acceptance_length)}  "
+            f"draft {_pct(w.draft_acceptance_rate)}  {pos}{gen}"
+        )
     )
 
 

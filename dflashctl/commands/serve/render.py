@@ -11,7 +11,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from dflashctl.console import err, out
+from dflashctl.console import err, out, printable
 
 
 class Progress:
@@ -43,7 +43,7 @@ class Progress:
             return
         if event.kind == "wait":
             if self.status is not None:
-                self.status.update(f"{escape(event.message)} ({event.elapsed:.0f} s)")
+                self.status.update(f"{escape(printable(event.message))} ({event.elapsed:.0f} s)")
             return
         ready = event.kind == "step" and event.message.startswith("ready in")
         if ready and self.status is not None:
@@ -51,7 +51,7 @@ class Progress:
             self.status = None
         err.print(f"{tag}{escape(event.message)}", soft_wrap=True)
         if self.status is not None:
-            self.status.update(f"{escape(event.message)} ({event.elapsed:.0f} s)")
+            self.status.update(f"{escape(printable(event.message))} ({event.elapsed:.0f} s)")
 
 
 def listen_note(address: str) -> None:

@@ -13,18 +13,10 @@ from rich.table import Table
 
 from dflashctl.commands.smoke.run import SmokeReport
 from dflashctl.commands.views import bar, finding
-from dflashctl.console import emit_json, err, out, styled
+from dflashctl.console import emit_json, err, out, printable, styled
 
 EXCERPT = 56  # characters of each answer in the requests table
 FIRST = 300  # characters of the first answer printed in full (the field ritual)
-
-
-def printable(text: str) -> str:
-    """Control characters as visible escapes (a broken model emits them; terminals obey them)."""
-    return "".join(
-        ch if ch in "\n\t" or not (ord(ch) < 32 or 0x7F <= ord(ch) <= 0x9F) else f"\\x{ord(ch):02x}"
-        for ch in text
-    )
 
 
 def excerpt(text: str, n: int = EXCERPT) -> str:
