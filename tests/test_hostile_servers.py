@@ -3,6 +3,8 @@ capped (after decompression), and `--timeout` bounds each request by the wall cl
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from support.hostile import (
     HostileServer,
@@ -153,3 +155,40 @@ class TestBench:
         assert res.code == 1, res.stdout + res.stderr
         assert "no token counts in the stream" in res.stdout + res.stderr
         assert "None tokens" not in res.stdout + res.stderr
+
+
+def trickled_headers(h) -> None:
+    """The status line and headers one byte every 0.5 s: each read is quick, none ends."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    head += b"X-Pad: " + b"x" * 200 + b"\r\n\r\n"
+    for b in head:
+        try:
+            h.wfile.write(bytes([b]))
+            h.wfile.flush()
+        except OSError:
+            return
+        time.sleep(0.5)
+
+
+class TestWallClock:
+    """Issue 30 #9: `--timeout` bounds a request by the wall clock from the request to its last
+    byte, its headers included (httpx's timeouts bound each read: a trickled status line held
+    `smoke --timeout 5` for 36 s)."""
+
+    def test_trickled_answer_headers(self):
+        routes = {"/v1/models": models, "/v1/chat/completions": trickled_headers}
+        with HostileServer(routes) as s:
+            res = dflashctl("smoke", s.url, "--prompt", "hello", "--timeout", "2",
+                            "--expect-no-spec", "--json", timeout=60)  # fmt: skip
+        assert "Traceback" not in res.stderr, res.stderr
+        assert res.code == 1, res.stdout + res.stderr
+        assert "no answer: waited --timeout 2 s for an answer" in res.stdout
+        assert res.seconds < 10, res.seconds
+
+    def test_trickled_model_list_headers(self):
+        with HostileServer({"/v1/models": trickled_headers}) as s:
+            res = dflashctl("smoke", s.url, "--timeout", "2", "--json", timeout=60)
+        assert "Traceback" not in res.stderr, res.stderr
+        assert res.code == 1, res.stdout + res.stderr
+        assert "GET /v1/models did not answer within 2 s" in res.stdout
+        assert res.seconds < 10, res.seconds

@@ -12,8 +12,11 @@ the time from the first to the last text event. No printing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,8 +130,60 @@ def normalize_url(url: str) -> str:
 
 
 def make_client(timeout: float) -> httpx.Client:
+    """No connection is kept for the next request: each opens its own, so `WallClock` can cut
+    exactly that one."""
     t = httpx.Timeout(timeout, connect=min(timeout, 10.0))
-    return httpx.Client(timeout=t, follow_redirects=False, trust_env=False, headers=ACCEPT_ENCODING)
+    return httpx.Client(
+        timeout=t,
+        follow_redirects=False,
+        trust_env=False,
+        headers=ACCEPT_ENCODING,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
+
+
+class WallClock:
+    """One request's wall-clock bound, its headers included: when `seconds` pass, the socket
+    under the request is shut down, so the read waiting on it returns at once. httpx's timeouts
+    bound each read, not the request: a server that trickles its status line or its stream a
+    byte at a time would hold it for minutes. Pass `trace` as the request's `trace` extension
+    (it sees the connection being opened)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event != "connection.connect_tcp.complete":
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._socks.append(sock)
+                if self.expired:
+                    self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                self._shut(sock)
+
+    def __enter__(self) -> WallClock:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
 
 
 def unreachable(url: str, e: Exception) -> ServerError:
@@ -191,7 +246,10 @@ def list_models(client: httpx.Client, base: str) -> tuple[list[str], str | None,
     url = f"{base}/v1/models"
     wait = client.timeout.read or 30.0
     try:
-        with client.stream("GET", url) as r:
+        with (
+            WallClock(wait) as clock,
+            client.stream("GET", url, extensions={"trace": clock.trace}) as r,
+        ):
             ctype = r.headers.get("content-type", "")
             if r.status_code != 200:
                 msg, hint = describe_body(r.status_code, ctype, read_some(r, MAX_ERROR_BODY, url))
@@ -200,6 +258,8 @@ def list_models(client: httpx.Client, base: str) -> tuple[list[str], str | None,
     except (httpx.TimeoutException, DeadlinePassed):
         return [], f"GET /v1/models did not answer within {wait:g} s", _hang_hint()
     except httpx.HTTPError as e:
+        if clock.expired:
+            return [], f"GET /v1/models did not answer within {wait:g} s", _hang_hint()
         raise unreachable(base, e) from None
     try:
         data = json.loads(body)
@@ -249,10 +309,17 @@ def stream_chat(
     t0 = clock()
     deadline = t0 + timeout
     t_first = t_last = None
+    wall = WallClock(timeout)  # headers included: a trickled status line is bounded too
     try:
-        with client.stream(
-            "POST", f"{base}/v1/chat/completions", json=chat_body(model, prompt, max_tokens)
-        ) as r:
+        with (
+            wall,
+            client.stream(
+                "POST",
+                f"{base}/v1/chat/completions",
+                json=chat_body(model, prompt, max_tokens),
+                extensions={"trace": wall.trace},
+            ) as r,
+        ):
             c.status_code = r.status_code
             ctype = r.headers.get("content-type", "")
             if r.status_code != 200:
@@ -303,21 +370,20 @@ def stream_chat(
                     c.error = _cut(c, "mid-event (a data line without its closing blank line)")
                     return c
     except DeadlinePassed:
-        c.error = (
-            f"the answer was still streaming after --timeout {timeout:g} s "
-            f"({c.events} events so far)"
-        )
-        c.hint = "a slow or looping server; raise --timeout or lower --max-tokens"
-        return c
+        return _overran(c, timeout)
     except ServerError as e:  # over a cap (BodyTooLarge), a coding not asked for, corrupt gzip
         c.error, c.hint = e.message, e.hint
         return c
     except httpx.TimeoutException:
+        if wall.expired:
+            return _overran(c, timeout)
         what = "an answer" if c.status_code is None else "the next event"
         c.error = f"no answer: waited --timeout {timeout:g} s for {what} ({c.events} events so far)"
         c.hint = _hang_hint()
         return c
     except httpx.RemoteProtocolError as e:
+        if wall.expired:
+            return _overran(c, timeout)
         if c.status_code is None:
             c.error = f"the server closed the connection without an answer ({e})"
             c.hint = "read the engine's log: a crash, or a proxy that dropped the request"
@@ -325,6 +391,8 @@ def stream_chat(
             c.error = _cut(c, f"({e})")
         return c
     except httpx.HTTPError as e:
+        if wall.expired:
+            return _overran(c, timeout)
         if c.status_code is None and c.events == 0:
             raise unreachable(base, e) from None
         c.error = _cut(c, f"({type(e).__name__}: {e})")
@@ -338,6 +406,19 @@ def stream_chat(
         c.note("the stream ended cleanly after finish_reason but without `data: [DONE]`")
     if t_first is not None and t_last is not None:
         c.decode_s = t_last - t_first
+    return c
+
+
+def _overran(c: Completion, timeout: float) -> Completion:
+    """The answer (its headers, or its stream) did not finish within --timeout."""
+    if c.status_code is None:  # nothing, or headers trickled: the same to the user
+        c.error = f"no answer: waited --timeout {timeout:g} s for an answer (0 events so far)"
+        c.hint = _hang_hint()
+        return c
+    c.error = (
+        f"the answer was still streaming after --timeout {timeout:g} s ({c.events} events so far)"
+    )
+    c.hint = "a slow or looping server; raise --timeout or lower --max-tokens"
     return c
 
 
