@@ -133,7 +133,13 @@ def emit_text(text: str) -> None:
     sys.stdout.flush()
 
 
+def one_line(text: str) -> str:
+    """`text` on one line: a newline inside a value (a file name, a shard name) shown as `\\n`."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def error(message: str, hint: str | None = None) -> None:
-    err.print(f"[bold red]Error:[/bold red] {escape(message)}", soft_wrap=True)
+    """The error and its hint, one line each, whatever the values in them hold."""
+    err.print(f"[bold red]Error:[/bold red] {escape(one_line(message))}", soft_wrap=True)
     if hint:
-        err.print(f"[dim]Hint:[/dim] {escape(hint)}", soft_wrap=True)
+        err.print(f"[dim]Hint:[/dim] {escape(one_line(hint))}", soft_wrap=True)

@@ -62,6 +62,25 @@ class TestWrongOk:
         assert_clean_error(res, 2, contains="rope_theta is 1e999")
 
 
+class TestImpossibleCounts:
+    def test_num_target_layers_0_is_invalid(self, tmp_path: Path):
+        """Issue 30 #10: the target's depth, when the drafter states it, is never 0."""
+        for where in ("top", "dflash_config"):
+            cfg = drafter_config()
+            if where == "top":
+                cfg["num_target_layers"] = 0
+            else:
+                cfg.setdefault("dflash_config", {})["num_target_layers"] = 0
+            d = tmp_path / where
+            d.mkdir()
+            (d / "config.json").write_text(json.dumps(cfg))
+            res = dflashctl("verify-config", str(d), "--json")
+            assert res.code == 1, res.stdout + res.stderr
+            bad = [c for c in json.loads(res.stdout)["checks"] if c["status"] == "invalid"]
+            name = "num_target_layers" if where == "top" else "dflash_config.num_target_layers"
+            assert [c["field"] for c in bad] == [name]
+
+
 class TestHugeValues:
     def test_a_5000_digit_integer(self, tmp_path: Path):
         raw = json.dumps(drafter_config()).replace(

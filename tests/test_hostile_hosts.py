@@ -86,3 +86,12 @@ def test_writes_over_ssh_refuse_what_is_not_a_regular_file(sshd, tmp_path: Path,
     after = snapshot(tmp_path)
     del after["ok.json"]
     assert after == before
+
+
+@pytest.mark.parametrize("spec", ["a\nb", "a b", "a;b c"])
+def test_a_dry_run_checks_host_before_it_prints(spec: str):
+    """Issue 30 #11: `serve --dry-run --host $'a\\nb'` printed a shell line before refusing."""
+    res = dflashctl("serve", "--engine", "vllm", "m", "--drafter", "d", "-k", "3", "--host",
+                    spec, "--dry-run")  # fmt: skip
+    assert_clean_error(res, 2, contains="is not [user@]host[:port]")
+    assert res.stdout == ""

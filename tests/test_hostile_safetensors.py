@@ -48,3 +48,26 @@ class TestSafetensors:
         res = dflashctl("verify-config", str(d))
         assert_clean_error(res, 2, contains="longer than any file name")
         assert snapshot(d) == before
+
+    def test_a_5000_digit_offset_is_one_readable_line(self, tmp_path: Path):
+        """Issue 30 #10: an integer of 5000 digits in a header is named by its length, not
+        printed (nor Python's 4300-digit conversion error)."""
+        import struct
+
+        d = drafter(tmp_path)
+        head = '{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4' + "0" * 5000 + "]}}"
+        raw = struct.pack("<Q", len(head)) + head.encode() + bytes(4)
+        (d / "model.safetensors").write_bytes(raw)
+        res = dflashctl("verify-config", str(d))
+        assert_clean_error(res, 2, contains="an integer of 5001 digits")
+        assert len(res.stderr.splitlines()[0]) < 300
+
+    def test_a_shard_name_with_a_newline_stays_one_line(self, tmp_path: Path):
+        d = drafter(tmp_path)
+        index = {"metadata": {}, "weight_map": {"fc.weight": "model-0\nInjected: yes.safetensors"}}
+        (d / "model.safetensors.index.json").write_text(json.dumps(index))
+        res = dflashctl("verify-config", str(d))
+        assert_clean_error(res, 2, contains="model-0\\nInjected")
+        assert [line for line in res.stderr.splitlines() if "Injected" in line] == [
+            res.stderr.splitlines()[0]
+        ]

@@ -126,6 +126,20 @@ def read_file_header(path: Path) -> tuple[dict[str, TensorInfo], dict[str, Any],
     return (*_parse_header(path, raw, size - 8 - n), size)
 
 
+MAX_INT_DIGITS = 20  # 2^64 has 20 digits: no tensor size or byte offset has more
+
+
+class _TooLong(ValueError):
+    """A JSON integer longer than MAX_INT_DIGITS (its digit count is the message)."""
+
+
+def _header_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _TooLong(str(digits))
+    return int(text)
+
+
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -143,9 +157,11 @@ def _parse_header(
     except UnicodeDecodeError:
         raise _fail(path, "header is not UTF-8 JSON") from None
     try:
-        obj = json.loads(text, object_pairs_hook=_reject_duplicates)
+        obj = json.loads(text, object_pairs_hook=_reject_duplicates, parse_int=_header_int)
     except json.JSONDecodeError as e:
         raise _fail(path, f"header is not valid JSON ({e.msg} at column {e.colno})") from None
+    except _TooLong as e:
+        raise _fail(path, f"header holds an integer of {e} digits: no size or offset is") from None
     except ValueError as e:  # duplicate keys
         raise _fail(path, f"header has a {e}") from None
     except RecursionError:

@@ -89,3 +89,4 @@ def check_host_spec(spec: str | None) -> None:
             f"--host {bare} is {what}: dflashctl's --host is the machine to run on over SSH",
             f"leave --host out to run here; the server's listen address is serve --bind {bare}",
         )
+    parse_spec(spec)  # `a\nb`, `a b`: refused here, before a dry run prints a line of it

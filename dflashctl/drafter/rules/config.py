@@ -82,6 +82,18 @@ def check_structure(c: Ctx) -> None:
             c.add(key, "invalid", value, f"at most {MAX_DRAFT_LAYERS}", "not a drafter layer count")
         elif not c.canon(key, value, key, hint_bad=weights_hint) and value is None:
             c.add(key, "missing", None, "a positive integer", "required by every engine")
+    for key, value in (
+        ("num_target_layers", cfg.get("num_target_layers")),
+        ("dflash_config.num_target_layers", dflash_section(cfg).get("num_target_layers")),
+    ):  # the target's depth, when the drafter states it: a count of layers, never 0
+        if value is not None and (not is_int(value) or value <= 0):
+            c.add(
+                key,
+                "invalid",
+                value,
+                "the target's num_hidden_layers (a positive integer)",
+                "an engine that reads it sizes the target taps from it",
+            )
     for key in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim"):
         value = cfg.get(key)
         if value is not None and (not is_int(value) or value <= 0):
