@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from dflashctl import __version__
+from dflashctl.commands.alerts import command as alerts
 from dflashctl.commands.bench import command as bench
 from dflashctl.commands.demo import command as demo
 from dflashctl.commands.diagnose import command as diagnose
@@ -88,6 +89,7 @@ for name, fn in (
     ("doctor", doctor.doctor),
     ("diagnose", diagnose.diagnose),
     ("install", install.install),
+    ("alerts", alerts.alerts),
 ):
     app.command(name, cls=Command, epilog=epilog(name))(fn)
 

@@ -95,6 +95,7 @@ HINTS = _hinted_commands()
 def parse(line: str) -> None:
     """Parse `line` with the app's click commands; raise UsageError if it does not."""
     line = re.sub(r"<[^>]*>", "X", line).split(" — ")[0]  # a title's dash ends the command
+    line = re.sub(r"\{\{[^}]*\}\}", "X", line)  # an alert's {{ $labels.x }}: filled in there
     try:
         argv = shlex.split(line, comments=True)[1:]
     except ValueError:

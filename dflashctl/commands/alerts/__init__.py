@@ -1,0 +1,1 @@
+"""`dflashctl alerts`: Prometheus rules for speculative decoding (docs/monitoring.md)."""
