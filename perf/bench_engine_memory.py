@@ -103,7 +103,7 @@ def main() -> None:
                                 env=dict(os.environ, PYTHONPATH=str(REPO)))  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 600  # tracemalloc slows the start-up several times
             while True:
                 try:
                     if httpx.get(f"{url}/health", timeout=2).status_code == 200:
