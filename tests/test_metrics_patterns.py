@@ -137,6 +137,26 @@ class TestSignature:
         assert signature_of([0.82, 0.41, 0.12, 0.03, 0.01, 0.005, 0.0], th)[0] == "gradual"
         assert signature_of([0.03, 0.0, 0.0], th) == ("dead", None)
 
+    def test_every_draft_rejected_names_the_wiring_not_a_weak_drafter(self):
+        """Issue 28 #4: mean acceptance length 1.00 with every position 0.000 (a drafter whose
+        lm_head or draft vocabulary belongs to the target, taps off by a layer, a CUDA-graph
+        mode that breaks its attention): the collapse alarm leads with the wiring."""
+        th = Thresholds()
+        assert signature_of([0.0] * 7, th) == ("all_rejected", None)
+        assert signature_of([0.004, 0.0, 0.0], th) == ("all_rejected", None)
+        assert signature_of([0.006, 0.0, 0.0], th) == ("dead", None)  # the edge: not all zero
+        lines = [x for i in range(3)
+                 for x in (engine_line(10 * i), spec_line(10 * i, per_position=[0.0] * 7,
+                                                          drafts=200))]  # fmt: skip
+        r = report(lines)
+        assert kinds(r, "alarm") == ["collapse"]
+        f = r.findings[0]
+        assert "every position ~0 (every draft rejected: a wiring fault" in f.message
+        first = f.likely_causes[0]
+        assert "lm_head or draft vocabulary" in first.cause
+        assert first.check.startswith("dflashctl verify-config")
+        assert not any("weak or undertrained" in c.cause for c in f.likely_causes)
+
     def test_a_zero_after_few_drafts_is_no_cliff(self):
         # the healthy demo pair's own smoke log: 19 drafts, position 5 accepted in 4 of them,
         # positions 6.. in none: what a gradual fall gives by chance, not a config signature

@@ -252,6 +252,8 @@ def _collapse(ws: list[SpecWindow], ctx: _Ctx, cold: bool) -> list[Finding]:
     if b.per_position:
         pos = f"; position 1 accepts {b.per_position[0] * 100:.1f} %"
         sig, at = signature_of(b.per_position, th)  # collapsed already: the shape names it
+        if sig == "all_rejected":
+            pos += ", every position ~0 (every draft rejected: a wiring fault, not a weak drafter)"
         if sig == "cliff":
             pos += f", positions {at}-{len(b.per_position)} ~0 (a cliff: a config signature)"
     causes = ctx.causes(b)
@@ -446,7 +448,7 @@ def _below_expected(
         causes = [cause_mismatch(th), cause_thinking(th), cause_workload(th), cause_quant(th)]
     if ctx is not None:
         sig, at = ctx.shape(b)
-        if sig in ("cliff", "dead") or (ctx.family and ctx.family != "dflash"):
+        if sig in ("cliff", "dead", "all_rejected") or (ctx.family and ctx.family != "dflash"):
             causes = causes_for(ctx.family, sig, at, th, b.k)
     se = b.tau_stderr
     if (

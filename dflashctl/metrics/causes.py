@@ -251,10 +251,14 @@ def method_causes(family: str, signature: str, th: Thresholds, k: int | None) ->
     ]
 
 
+ALL_REJECTED_RATE = 0.005  # every position at or below: every draft rejected
+
+
 def signature_of(
     pp: list[float] | None, th: Thresholds, drafts: int | None = None, *, counted: bool = True
 ) -> tuple[str, int | None]:
-    """The shape of a per-position profile: ("dead", None) position 1 under 10 %;
+    """The shape of a per-position profile: ("all_rejected", None) every position ~0 (≤ 0.5 %);
+    ("dead", None) position 1 under 10 %;
     ("cliff", j) positions j.. fall to ~0 right after a position that still accepted
     (≥ 5 %, and the drop is to under a tenth of it) in at least `cliff_min_count` of the
     `drafts` (when known and `counted`): a config signature; ("gradual", None) anything else
@@ -262,6 +266,8 @@ def signature_of(
     draft accepted (1 of 30 reads 3.3 %) is ~0 too: one draft is no evidence of a rate."""
     if not pp:
         return "unknown", None
+    if all(x <= ALL_REJECTED_RATE for x in pp):
+        return "all_rejected", None
     if pp[0] < 0.1:
         return "dead", None
 
@@ -282,9 +288,24 @@ def signature_of(
     return "gradual", None
 
 
+def cause_wiring(th: Thresholds) -> Cause:
+    return Cause(
+        "every draft rejected (mean acceptance length 1.00, every position 0): not a weak "
+        "drafter but a wiring fault: the drafter's lm_head or draft vocabulary (draft_vocab_size "
+        "with its own lm_head, a d2t map) shared with or overwritten by the target's, target "
+        "taps wired to other layers than trained (an aux-layer shift), or a CUDA-graph mode that "
+        "runs the drafter's attention wrongly (piecewise graphs with attention inside)",
+        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --target TARGET_DIR; then "
+        "dflashctl doctor --engine vllm --drafter DRAFTER_DIR",
+    )
+
+
 def dflash_causes(signature: str, at: int | None, th: Thresholds, k: int | None) -> list[Cause]:
     """DFlash (and a method the log does not state): config causes first for a dead position 1
-    or a cliff, the drafter's own strength first for a gradual decay."""
+    or a cliff, the drafter's own strength first for a gradual decay; wiring first when every
+    position is 0."""
+    if signature == "all_rejected":
+        return [cause_wiring(th), cause_mismatch(th), cause_known_defects(th)]
     if signature == "dead":
         return [cause_mismatch(th), cause_swa(th), cause_thinking(th), cause_quant(th)]
     if signature == "cliff":
