@@ -62,7 +62,7 @@ _BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A))
 
 
 def printable(text: str) -> str:
-    """`text` with every character a terminal would obey shown as a visible escape (`\x1b`,
+    r"""`text` with every character a terminal would obey shown as a visible escape (`\x1b`,
     `\u202e`); newlines and tabs stay."""
     if text.isprintable() or all(c.isprintable() or c in "\n\t" for c in text):
         return text
