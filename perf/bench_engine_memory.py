@@ -51,6 +51,18 @@ def slope_per_1000(points: list[tuple[int, int]]) -> float:
     )
 
 
+def wait_written(path: Path, timeout: float = 300.0) -> None:
+    """Until the server has written the snapshot (its size steady for a second)."""
+    deadline, last = time.monotonic() + timeout, -1
+    while time.monotonic() < deadline:
+        size = path.stat().st_size if path.exists() else -1
+        if size > 0 and size == last:
+            return
+        last = size
+        time.sleep(1.0)
+    raise SystemExit(f"no tracemalloc snapshot at {path} after {timeout:g} s")
+
+
 def compare_snapshots(prefix: Path) -> dict[str, object]:
     """Growth of Python's traced memory between snapshot 0 and 1, and its top lines."""
     import tracemalloc
@@ -129,8 +141,9 @@ def main() -> None:
                     if i % args.every == 0:
                         points.append((i, rss_kib(proc.pid)))
                         if args.tracemalloc and i in (args.every, args.requests):
+                            n = 0 if i == args.every else 1
                             proc.send_signal(signal.SIGUSR1)
-                            time.sleep(2.0)
+                            wait_written(Path(f"{snaps}{n}"))
             seconds = time.perf_counter() - t0
             python = compare_snapshots(snaps) if args.tracemalloc else None
         finally:
