@@ -14,19 +14,17 @@ import contextlib
 import os
 from pathlib import Path
 
-from dflashctl.commands.fetch.checks import check_files, lock_data, resolve_revision
+from dflashctl.commands.fetch.checks import check_download, lock_data, resolve_revision
 from dflashctl.commands.fetch.report import FetchReport
 from dflashctl.commands.fetch.target import Target, mismatch_error, pins_of
 from dflashctl.drafter.lock import read_lock
 from dflashctl.drafter.registry import LOCK_NAME
-from dflashctl.errors import FetchError
 from dflashctl.files import write_json_atomic
 from dflashctl.hub import (
     FetchProgress,
     HubEnv,
     download_snapshot,
     matches_any,
-    published_hashes,
     short_sha,
 )
 
@@ -68,27 +66,17 @@ def fetch_to_cache(
         for p in snapshot.rglob("*")
         if p.is_file() and matches_any(p.relative_to(snapshot).as_posix(), patterns)
     )
-    if not names:
-        raise FetchError(
-            f"no file of {target.repo}@{short_sha(commit)} matches {', '.join(patterns)}",
-            "check --include against the repo's file list",
-        )
-    missing = [n for n in pins if matches_any(n, patterns) and n not in names]
-    if missing:
-        raise FetchError(
-            f"{target.repo}@{short_sha(commit)} has no {missing[0]}, which the registry pins",
-            "the repo's layout changed: fetch the pinned revision",
-        )
-    if any(n not in pins and n not in etags for n in names):
-        etags = {**published_hashes(target.repo, commit, env), **etags}
-    if progress is not None:
-        progress.step("checking sha256")
-    files, bad, check_notes = check_files(
+    files, bad, check_notes = check_download(
         snapshot,
         names,
+        kept=[],
+        target=target,
+        commit=commit,
+        patterns=patterns,
         etags=etags,
         pins=pins,
-        at_pinned_revision=at_pinned,
+        env=env,
+        at_pinned=at_pinned,
         allow_unpinned=allow_unpinned,
         progress=progress,
     )

@@ -15,7 +15,16 @@ from dflashctl.commands.fetch.target import Mismatch, Target
 from dflashctl.drafter.registry import HEX40, HEX64, FileSpec
 from dflashctl.errors import FetchError
 from dflashctl.files import hash_file
-from dflashctl.hub import FetchProgress, HubEnv, cache_folder, hub_error, quiet_hub, short_sha
+from dflashctl.hub import (
+    FetchProgress,
+    HubEnv,
+    cache_folder,
+    hub_error,
+    matches_any,
+    published_hashes,
+    quiet_hub,
+    short_sha,
+)
 
 
 def _now() -> str:
@@ -151,6 +160,50 @@ def check_files(
             continue
         results.append(FetchedFile(name, digest.sha256, digest.size, "recorded"))
     return results, bad, notes
+
+
+def check_download(
+    root: Path,
+    names: list[str],
+    *,
+    kept: list[str],
+    target: Target,
+    commit: str,
+    patterns: list[str],
+    etags: dict[str, str],
+    pins: dict[str, FileSpec],
+    env: HubEnv,
+    at_pinned: bool,
+    allow_unpinned: bool,
+    progress: FetchProgress | None,
+) -> tuple[list[FetchedFile], list[Mismatch], list[str]]:
+    """What a download brought (`names` under `root`; `kept`: files already in place), checked
+    wherever it landed: something matched, every pinned file is there, each file's bytes
+    against its pin or the hash the Hub published (asked for only where no pin covers a file)."""
+    if not names and not kept:
+        raise FetchError(
+            f"no file of {target.repo}@{short_sha(commit)} matches {', '.join(patterns)}",
+            "check --include against the repo's file list",
+        )
+    missing = [n for n in pins if matches_any(n, patterns) and n not in names + kept]
+    if missing:
+        raise FetchError(
+            f"{target.repo}@{short_sha(commit)} has no {missing[0]}, which the registry pins",
+            "the repo's layout changed: fetch the pinned revision",
+        )
+    if any(n not in pins and n not in etags for n in names):  # no pin: the Hub's own hash
+        etags = {**published_hashes(target.repo, commit, env), **etags}
+    if progress is not None:
+        progress.step("checking sha256")
+    return check_files(
+        root,
+        names,
+        etags=etags,
+        pins=pins,
+        at_pinned_revision=at_pinned,
+        allow_unpinned=allow_unpinned,
+        progress=progress,
+    )
 
 
 def lock_data(

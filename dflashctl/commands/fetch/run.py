@@ -32,7 +32,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dflashctl.commands.fetch.checks import check_files, lock_data, resolve_revision
+from dflashctl.commands.fetch.checks import (
+    check_download,
+    check_files,
+    lock_data,
+    resolve_revision,
+)
 from dflashctl.commands.fetch.remote import COMMAND_TIMEOUT, fetch_on_host, push_to_host
 from dflashctl.commands.fetch.report import FetchedFile, FetchReport
 from dflashctl.commands.fetch.target import (
@@ -57,7 +62,6 @@ from dflashctl.hub import (
     HubEnv,
     download,
     matches_any,
-    published_hashes,
     short_sha,
 )
 
@@ -423,27 +427,17 @@ def _download_and_place(
         _drop_empty_staging(directory, created)
         raise _disk_error(e, directory) from None
     names = [n for n in _staged_files(staging) if matches_any(n, patterns) and n not in skip]
-    if not names and not kept:
-        raise FetchError(
-            f"no file of {target.repo}@{short_sha(commit)} matches {', '.join(patterns)}",
-            "check --include against the repo's file list",
-        )
-    missing_pins = [n for n in pins if matches_any(n, patterns) and n not in names + skip]
-    if missing_pins:
-        raise FetchError(
-            f"{target.repo}@{short_sha(commit)} has no {missing_pins[0]}, which the registry pins",
-            "the repo's layout changed: fetch the pinned revision",
-        )
-    if any(n not in pins and n not in etags for n in names):  # no pin: the Hub's own hash
-        etags = {**published_hashes(target.repo, commit, env), **etags}
-    if progress is not None:
-        progress.step("checking sha256")
-    fetched, bad, check_notes = check_files(
+    fetched, bad, check_notes = check_download(
         staging,
         names,
+        kept=skip,
+        target=target,
+        commit=commit,
+        patterns=patterns,
         etags=etags,
         pins=pins,
-        at_pinned_revision=at_pinned,
+        env=env,
+        at_pinned=at_pinned,
         allow_unpinned=allow_unpinned,
         progress=progress,
     )
