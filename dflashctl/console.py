@@ -64,16 +64,16 @@ _BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A))
 def printable(text: str) -> str:
     r"""`text` with every character a terminal would obey shown as a visible escape (`\x1b`,
     `\u202e`); newlines and tabs stay."""
-    if text.isprintable() or all(c.isprintable() or c in "\n\t" for c in text):
+    if text.isprintable():  # the common case: nothing to look at twice
         return text
-    out_ = []
-    for ch in text:
-        o = ord(ch)
-        if ch in "\n\t" or not (o < 32 or 0x7F <= o <= 0x9F or o in _BIDI):
-            out_.append(ch)
-        else:
-            out_.append(f"\\x{o:02x}" if o <= 0xFF else f"\\u{o:04x}")
-    return "".join(out_)
+    return "".join(_shown(ch) for ch in text)
+
+
+def _shown(ch: str) -> str:
+    o = ord(ch)
+    if ch in "\n\t" or not (o < 32 or 0x7F <= o <= 0x9F or o in _BIDI):
+        return ch
+    return f"\\x{o:02x}" if o <= 0xFF else f"\\u{o:04x}"
 
 
 class _Console(Console):

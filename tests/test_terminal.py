@@ -48,6 +48,15 @@ def piped(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def serve_piped(target: Path, drafter: Path, name: str) -> str:
+    """The pair served through a pipe (what the terminal test is not about): its URL."""
+    port = free_port()
+    served = piped("serve", "--model", str(target), "--drafter", str(drafter), "--port", str(port),
+                   "--detach", "--name", name)  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    return f"http://127.0.0.1:{port}"
+
+
 def test_serve_detach_returns_and_stop_finds_it(pair: tuple[Path, Path]) -> None:
     target, drafter = pair
     port = free_port()
@@ -85,12 +94,7 @@ def test_fetch_draws_its_progress_and_returns(tmp_path: Path) -> None:
 
 
 def test_bench_at_a_terminal(pair: tuple[Path, Path]) -> None:
-    target, drafter = pair
-    port = free_port()
-    served = piped("serve", "--model", str(target), "--drafter", str(drafter), "--port", str(port),
-                   "--detach", "--name", "bench-tty")  # fmt: skip
-    assert served.returncode == 0, served.stderr
-    url = f"http://127.0.0.1:{port}"
+    url = serve_piped(*pair, "bench-tty")
     args = ["bench", url, "--fixtures", "code", "--repetitions", "1", "--warmup-tokens", "0"]
     run = run_in_terminal([*args, "--max-tokens", "8"], timeout=120, env=env())
     assert not run.timed_out, run.raw[-2000:]
@@ -116,11 +120,8 @@ def test_run_playbook_at_a_terminal(pair: tuple[Path, Path], tmp_path: Path) -> 
 
 def test_diagnose_at_a_terminal(pair: tuple[Path, Path]) -> None:
     target, drafter = pair
-    port = free_port()
-    served = piped("serve", "--model", str(target), "--drafter", str(drafter), "--port", str(port),
-                   "--detach", "--name", "diagnose-tty")  # fmt: skip
-    assert served.returncode == 0, served.stderr
-    args = ["diagnose", f"http://127.0.0.1:{port}", "--model", str(target), "--drafter",
+    url = serve_piped(target, drafter, "diagnose-tty")
+    args = ["diagnose", url, "--model", str(target), "--drafter",
             str(drafter), "--max-tokens", "8"]  # fmt: skip
     run = run_in_terminal(args, timeout=150, env=env())
     assert not run.timed_out, run.raw[-2000:]

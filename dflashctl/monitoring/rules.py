@@ -119,6 +119,11 @@ def recording_rules() -> list[dict[str, Any]]:
     def vllm(metric: str) -> str:
         return f"sum by ({BY}) (rate(vllm:spec_decode_num_{metric}_total[5m]))"
 
+    def position(counter: str, drafts: str, engine: str) -> dict[str, Any]:
+        """Accepted at each `position` per draft: a per-position counter over the drafts."""
+        per_position = f"sum by ({BY}, position) (rate({counter}[5m]))"
+        return rec(POSITION, f"{per_position} / on ({BY}) group_left () ({drafts} > 0)", engine)
+
     def exporter(metric: str) -> str:
         return f"sum by ({BY}) (rate(dflashctl_spec_{metric}_total[5m]))"
 
@@ -126,13 +131,7 @@ def recording_rules() -> list[dict[str, Any]]:
         rec(DRAFTS, vllm("drafts"), "vllm"),
         rec(TAU, f"1 + {vllm('accepted_tokens')} / ({vllm('drafts')} > 0)", "vllm"),
         rec(RATE, f"{vllm('accepted_tokens')} / ({vllm('draft_tokens')} > 0)", "vllm"),
-        rec(
-            POSITION,
-            f"sum by ({BY}, position) "
-            "(rate(vllm:spec_decode_num_accepted_tokens_per_pos_total[5m]))"
-            f"/ on ({BY}) group_left () ({vllm('drafts')} > 0)",
-            "vllm",
-        ),
+        position("vllm:spec_decode_num_accepted_tokens_per_pos_total", vllm("drafts"), "vllm"),
         rec(
             HIT_RATE,
             f"sum by ({BY}) (rate(vllm:prefix_cache_hits_total[5m]))"
@@ -147,11 +146,8 @@ def recording_rules() -> list[dict[str, Any]]:
         rec(DRAFTS, exporter("drafts"), "exporter"),
         rec(TAU, f"1 + {exporter('accepted_tokens')} / ({exporter('drafts')} > 0)", "exporter"),
         rec(RATE, f"{exporter('accepted_tokens')} / ({exporter('draft_tokens')} > 0)", "exporter"),
-        rec(
-            POSITION,
-            f"sum by ({BY}, position) (rate(dflashctl_spec_accepted_tokens_per_position_total[5m]))"
-            f"/ on ({BY}) group_left () ({exporter('drafts')} > 0)",
-            "exporter",
+        position(
+            "dflashctl_spec_accepted_tokens_per_position_total", exporter("drafts"), "exporter"
         ),
     ]
     return rules
