@@ -8,6 +8,9 @@ Issue 16's method, in one run (random bf16 weights, a Qwen3-8B-shaped target: 36
                       the copy bandwidth measured here (a device-to-device copy, read + write)
     ours, eager       decode (1 token), verify (16 tokens), drafter pass (block 16 + lm_head)
     ours, graphs      the same steps on engine/fast.py's device-resident path, CUDA graphs
+    ours, compiled    those steps compiled by torch.compile (--compile MODE; Inductor fuses the
+                      norms, RoPE, residuals and cache writes, attention as batched products)
+                      and then captured as CUDA graphs
     transformers      Qwen3ForCausalLM with a StaticCache: decode and verify at the same context
     z-lab dflash      its DFlashDraftModel pass, and its dflash_generate per step (if the
                       `dflash` package imports; carry its wheel)
@@ -153,8 +156,13 @@ def floors(engine: Engine, p: dict[str, Any], bw: float, item: int) -> dict[str,
     }
 
 
-def ours(engine: Engine, p: dict[str, Any], dev: torch.device, reps: int) -> dict[str, float]:
-    """Eager and graph timings of our steps at a `ctx`-token context."""
+COMPILED: dict[str, Any] = {}  # name -> the compiled step's graph replay, built in round one
+
+
+def ours(
+    engine: Engine, p: dict[str, Any], dev: torch.device, reps: int, compile_mode: str = ""
+) -> dict[str, float]:
+    """Eager, graph and compiled-graph timings of our steps at a `ctx`-token context."""
     run = timer(dev)
     k, ctx = engine.k, p["ctx"]
     prompt = torch.randint(1, p["vocab"], (ctx,)).tolist()
@@ -195,6 +203,14 @@ def ours(engine: Engine, p: dict[str, Any], dev: torch.device, reps: int) -> dic
     for name, fn in (("verify", verify_only), ("drafter", draft_only), ("decode", decode_only),
                      ("step", step_only)):  # fmt: skip
         res[f"graph_{name}"] = run(graphed(fn, dev), reps)
+    if compile_mode:
+        for name, fn in (("verify", verify_only), ("drafter", draft_only), ("decode", decode_only),
+                         ("step", step_only)):  # fmt: skip
+            if name not in COMPILED:  # compiled and captured once; later rounds replay it
+                t0 = time.perf_counter()
+                COMPILED[name] = graphed(torch.compile(fn, mode=compile_mode, dynamic=False), dev)
+                log(f"compiled {name} in {time.perf_counter() - t0:.1f} s")
+            res[f"compiled_{name}"] = run(COMPILED[name], reps)
     return res
 
 
@@ -284,9 +300,13 @@ def zlab(p: dict[str, Any], dev: torch.device, dtype, reps: int) -> dict[str, fl
     return res
 
 
-def end_to_end(engine: Engine, p: dict[str, Any], dev: torch.device) -> dict[str, float]:
-    """The real speculative loop: time per step over a 128-token answer (graphs on CUDA)."""
+def end_to_end(
+    engine: Engine, p: dict[str, Any], dev: torch.device, compile_mode: str = ""
+) -> dict[str, float]:
+    """The real speculative loop: time per step over a 128-token answer (graphs on CUDA;
+    compiled first with `compile_mode`)."""
     engine.static = True
+    engine.compile_mode = compile_mode or None
     engine._steps = None
     prompt = torch.randint(1, p["vocab"], (p["ctx"],)).tolist()
     n = 128
@@ -300,17 +320,21 @@ def end_to_end(engine: Engine, p: dict[str, Any], dev: torch.device) -> dict[str
         torch.cuda.synchronize()
     total = (time.perf_counter() - t0) * 1000
     steps = max(len(chunks) - 1, 1)
-    return {"e2e_ms_per_step": total / steps, "e2e_steps": steps}
+    tag = "e2e_compiled" if compile_mode else "e2e"
+    return {f"{tag}_ms_per_step": total / steps, f"{tag}_steps": steps}
 
 
-def check_demo(target: Path, dev: torch.device) -> dict[str, Any]:
-    """Our greedy text on this device (float32, eager and graphs) against the CPU's eval.json."""
+def check_demo(target: Path, dev: torch.device, compile_mode: str = "") -> dict[str, Any]:
+    """Our greedy text on this device (float32; eager, graphs and compiled graphs) against the
+    CPU's eval.json."""
     demo = REPO / "dflashctl" / "assets" / "demo"
     rows = json.loads((demo / "eval.json").read_text("utf-8"))["rows"]
     engine = Engine.load(target, demo / "drafter", device=str(dev), dtype=torch.float32)
-    same = {"eager": 0, "graphs": 0}
+    same = {"eager": 0, "graphs": 0} | ({"compiled": 0} if compile_mode else {})
     for mode in same:
-        engine.static = mode == "graphs"
+        engine.static = mode != "eager"
+        engine.compile_mode = compile_mode if mode == "compiled" else None
+        engine._steps = None
         for r in rows:
             ids = engine.tokenizer.apply_chat_template([{"role": "user", "content": r["prompt"]}])
             text = engine.tokenizer.decode(engine.generate(ids, 192).tokens)
@@ -324,6 +348,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per contender")
     ap.add_argument("--check-demo", type=Path, help="the demo target's directory")
+    ap.add_argument("--compile", default="default", metavar="MODE",
+                    help="torch.compile mode of the compiled rows ('' = none)")
+    ap.add_argument("--contenders", default="zlab,transformers",
+                    help="which others to measure (comma-separated; '' = none)")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
@@ -338,12 +366,11 @@ def main() -> None:
         log("bandwidth GB/s", round(bw / 1e9), "floors ms", json.dumps(out["floor_ms"]))
         rounds: dict[str, list[float]] = {}
         errors: dict[str, str] = {}
-        parts = [("ours", lambda e=engine: ours(e, p, dev, args.reps))]
+        parts = [("ours", lambda e=engine: ours(e, p, dev, args.reps, args.compile))]
+        others = {"zlab": lambda: zlab(p, dev, dtype, args.reps),
+                  "transformers": lambda: transformers_static(p, dev, dtype, args.reps)}  # fmt: skip
         if dev.type == "cuda":  # transformers last: a device-side assert ends the CUDA context
-            parts += [
-                ("zlab", lambda: zlab(p, dev, dtype, args.reps)),
-                ("transformers", lambda: transformers_static(p, dev, dtype, args.reps)),
-            ]
+            parts += [(n, f) for n, f in others.items() if n in args.contenders.split(",")]
         for r in range(args.rounds):
             log(f"round {r + 1}/{args.rounds}")
             for name, fn in parts:
@@ -362,12 +389,15 @@ def main() -> None:
                     rounds.setdefault(key, []).append(ms)
         out["ms"] = {k: statistics.median(v) for k, v in rounds.items()}
         out["ms_spread"] = {k: [min(v), max(v)] for k, v in rounds.items()}
-        try:
-            out |= end_to_end(engine, p, dev)
-        except Exception as e:  # recorded
-            errors["end_to_end"] = f"{type(e).__name__}: {e}"[:400]
+        for mode in ("", args.compile) if args.compile else ("",):
+            try:
+                out |= end_to_end(engine, p, dev, mode)
+            except Exception as e:  # recorded
+                errors[f"end_to_end{mode and '_compiled'}"] = f"{type(e).__name__}: {e}"[:400]
+            key = "e2e_compiled_ms_per_step" if mode else "e2e_ms_per_step"
+            log("end to end" + (f" ({mode})" if mode else ""), json.dumps(out.get(key)))
         if args.check_demo:
-            out["demo_check"] = check_demo(args.check_demo, dev)
+            out["demo_check"] = check_demo(args.check_demo, dev, args.compile)
         out["errors"] = errors
     ms, fl = out["ms"], out["floor_ms"]
     out["x_floor"] = {
@@ -377,12 +407,16 @@ def main() -> None:
                                 ("graph_drafter", "graph_drafter", "drafter"),
                                 ("eager_decode", "eager_decode", "decode"),
                                 ("eager_verify", "eager_verify", "verify"),
-                                ("eager_drafter", "eager_drafter", "drafter"))
+                                ("eager_drafter", "eager_drafter", "drafter"),
+                                ("compiled_decode", "compiled_decode", "decode"),
+                                ("compiled_verify", "compiled_verify", "verify"),
+                                ("compiled_drafter", "compiled_drafter", "drafter"))
         if key in ms
     }  # fmt: skip
-    parts_sum = ms.get("graph_drafter", 0) + ms.get("graph_verify", 0)
-    e2e = out.get("e2e_ms_per_step")
-    out["e2e_over_parts"] = e2e / parts_sum if parts_sum and e2e else None
+    for tag, pre in (("e2e", "graph"), ("e2e_compiled", "compiled")):
+        parts_sum = ms.get(f"{pre}_drafter", 0) + ms.get(f"{pre}_verify", 0)
+        e2e = out.get(f"{tag}_ms_per_step")
+        out[f"{tag}_over_parts"] = e2e / parts_sum if parts_sum and e2e else None
     print(json.dumps(out, indent=1))
 
 

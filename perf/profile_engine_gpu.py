@@ -104,13 +104,16 @@ def main() -> None:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="qwen3-8b")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--top", type=int, default=30, help="kernels and ops kept per step")
+    ap.add_argument("--compile", default="", metavar="MODE",
+                    help="profile the steps compiled by torch.compile in this mode")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     item = torch.empty(0, dtype=dtype).element_size()
     p = PRESETS[args.preset]
     out: dict[str, Any] = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
-                           "torch": torch.__version__, "preset": args.preset}  # fmt: skip
+                           "torch": torch.__version__, "preset": args.preset,
+                           "compile": args.compile or None}  # fmt: skip
     with torch.inference_mode(), tempfile.TemporaryDirectory() as tmp:
         bw = copy_bandwidth(dev) if dev.type == "cuda" else 20e9
         engine = build(p, dev, dtype, Path(tmp))
@@ -141,7 +144,8 @@ def main() -> None:
 
         run = timer(dev)
         for name, fn in (("decode", decode), ("verify", verify), ("drafter", draft)):
-            replay = graphed(fn, dev)
+            step = torch.compile(fn, mode=args.compile, dynamic=False) if args.compile else fn
+            replay = graphed(step, dev)
             ms = run(replay, 20)
             ks = kernels(replay, args.reps, dev)
             total_us = sum(r["us_per_step"] for r in ks)
@@ -153,7 +157,7 @@ def main() -> None:
                 "x_floor": ms / fl,
                 "kernel_sum_ms": total_us / 1000,
                 "kernels": ks[: args.top],
-                "ops_eager": ops(fn, dev, bw, item)[: args.top],
+                "ops_eager": [] if args.compile else ops(fn, dev, bw, item)[: args.top],
             }
             print(f"{name}: {ms:.3f} ms ({ms / fl:.2f}x floor), kernels {total_us / 1000:.3f} ms",
                   file=sys.stderr, flush=True)  # fmt: skip

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dflashctl.drafter.config import LayerSpec, Resolved, resolve
-from dflashctl.engine.model import MLP, RMSNorm, apply_rope, rope_cache
+from dflashctl.engine.model import MLP, RMSNorm, apply_rope, attend, rope_cache, write_slots
 from dflashctl.errors import EngineError
 
 
@@ -154,14 +154,12 @@ class DrafterAttention(nn.Module):
         k = self.k_norm(self.k_proj(x).view(bsz, s, self.n_kv, self.head_dim)).transpose(1, 2)
         v = self.v_proj(x).view(bsz, s, self.n_kv, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        cache_k.index_copy_(2, q_pos, k.to(cache_k.dtype))
-        cache_v.index_copy_(2, q_pos, v.to(cache_v.dtype))
+        write_slots(cache_k, q_pos, k)
+        write_slots(cache_v, q_pos, v)
         n = mask.shape[-1]
         group = self.n_head // self.n_kv
         q = q.reshape(bsz, self.n_kv, group * s, self.head_dim)  # query heads folded per kv head
-        y = F.scaled_dot_product_attention(
-            q, cache_k[:, :, :n], cache_v[:, :, :n], attn_mask=mask.repeat(group, 1)
-        )
+        y = attend(q, cache_k[:, :, :n], cache_v[:, :, :n], mask.repeat(group, 1))
         y = y.reshape(bsz, self.n_head, s, self.head_dim)  # a copy where the kernel wrote BSHD
         return self.o_proj(y.transpose(1, 2).reshape(bsz, s, -1))
 
@@ -240,8 +238,8 @@ class Drafter(nn.Module):
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]
         for i, layer in enumerate(self.layers):
             k, v = layer.self_attn.context_kv(ctx, cos, sin)
-            self.ctx_k[i].index_copy_(2, positions, k)
-            self.ctx_v[i].index_copy_(2, positions, v)
+            write_slots(self.ctx_k[i], positions, k)
+            write_slots(self.ctx_v[i], positions, v)
 
     def forward(
         self, block_ids: Tensor, start: int, embed: nn.Embedding, lm_head: nn.Module

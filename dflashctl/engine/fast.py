@@ -9,7 +9,10 @@ bucket of cache slots (masked by position, not sliced to the length), the drafte
 block into its cache instead of concatenating, the context K/V of all K+1 verified positions is
 written (the rejected ones are past the next start, masked, and overwritten), one mask per
 distinct drafter layer kind. On CUDA each bucket's step is captured once as a CUDA graph and
-replayed.
+replayed. With `engine.compile_mode` set (a torch.compile mode, e.g. "default"; the server's
+`DFLASHCTL_ENGINE_COMPILE`), the step is compiled by Inductor first (RMSNorm, RoPE, residuals
+and the cache writes fused; attention as two batched products, model.attend) and the
+compiled step is what the graph captures.
 
     engine = Engine.load(target, drafter, device="cuda", dtype=torch.bfloat16)
     for chunk in engine.stream(ids, 256): ...        # uses StaticSteps on CUDA
@@ -50,6 +53,9 @@ class StaticSteps:
             self.block.fill_(engine.drafter.args.mask_token_id)
         self.host_start = 0
         self._graphs: dict[int, Any] = {}
+        self._run = self._work  # the step as run: compiled when the engine asks for it
+        if engine.compile_mode:
+            self._run = torch.compile(self._work, mode=engine.compile_mode, dynamic=False)
 
     # -- the device work of one step --------------------------------------------------------
 
@@ -118,7 +124,7 @@ class StaticSteps:
         if self.graphs:
             self._replay(length)
         else:
-            self._work(length)
+            self._run(length)
         values = self.out.tolist()
         if self.e.drafter is None:
             self.host_start += 1
@@ -142,7 +148,7 @@ class StaticSteps:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):
-                self._work(length)
+                self._run(length)  # compiles here, if compiled
                 self.anchor.copy_(saved[0])
                 self.start.copy_(saved[1])
         torch.cuda.current_stream().wait_stream(stream)
@@ -150,7 +156,7 @@ class StaticSteps:
         # its own memory pool: the host reads only the static buffers, never a graph's
         # intermediates, but separate pools keep any replay order safe
         with torch.cuda.graph(graph):
-            self._work(length)
+            self._run(length)
         self._graphs[length] = graph
         return graph
 

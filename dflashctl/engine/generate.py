@@ -171,6 +171,8 @@ class Engine:
         # GPU; the plain loop below on the CPU. DFLASHCTL_ENGINE_STATIC=1/0 forces either.
         forced = os.environ.get("DFLASHCTL_ENGINE_STATIC")
         self.static = forced == "1" if forced in ("0", "1") else self.device.type == "cuda"
+        # a torch.compile mode for that step (engine/fast.py), e.g. "default"; off unless asked
+        self.compile_mode = os.environ.get("DFLASHCTL_ENGINE_COMPILE") or None
         self._steps: Any = None
         # which implementation runs the target: said by the server at start and by diagnose
         self.target_path = (

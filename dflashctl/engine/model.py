@@ -190,9 +190,32 @@ class KVCache(nn.Module):
 
     def update(self, input_pos: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         # input_pos: [S]; k, v: [B, n_kv, S, D]
-        self.k.index_copy_(2, input_pos, k.to(self.k.dtype))
-        self.v.index_copy_(2, input_pos, v.to(self.v.dtype))
+        write_slots(self.k, input_pos, k)
+        write_slots(self.v, input_pos, v)
         return self.k, self.v
+
+
+def write_slots(cache: Tensor, slots: Tensor, x: Tensor) -> None:
+    """cache[:, :, slots] = x in place. cache: [B, nkv, max_seq, D]; slots: [S]; x: [B, nkv, S, D].
+    An indexed store rather than `index_copy_`: under torch.compile it becomes one scatter into
+    the cache (fused with what produced x), not a copy of the whole cache."""
+    cache[:, :, slots] = x.to(cache.dtype)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """Attention of a few query rows over a span of cache slots.
+    q: [B, nkv, R, D] (a kv head's query heads folded into its rows); k, v: [B, nkv, L, D];
+    mask: [R, L] or [B, 1, R, L] bool (True = attend) -> [B, nkv, R, D].
+
+    Eagerly: SDPA. Under torch.compile: the plain product form, which Inductor turns into two
+    batched products reading K and V once and one fused mask + softmax, instead of a prefill
+    kernel's 64 x 128 tiles for a handful of rows. Scores and softmax in float32, as SDPA's
+    kernels keep them."""
+    if not torch.compiler.is_compiling():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
+    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)  # [B, nkv, R, L]
+    return torch.matmul(probs.to(v.dtype), v)
 
 
 class Attention(nn.Module):
@@ -242,12 +265,13 @@ class Attention(nn.Module):
             assert mask is not None
             k, v = k[:, :, : mask.shape[-1]], v[:, :, : mask.shape[-1]]
         group = self.n_head // self.n_kv
-        if mask is not None and group > 1:
+        if mask is not None:
             # the query heads that share a kv head become extra query rows of it: no copy of
             # K/V per query head. q: [B, nkv, group*S, D]; row g*S + s is head kv*group + g.
             q = q.reshape(bsz, self.n_kv, group * seqlen, self.head_dim)
-            mask = mask.repeat(group, 1) if mask.dim() == 2 else mask.repeat(1, 1, group, 1)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            if group > 1:
+                mask = mask.repeat(group, 1) if mask.dim() == 2 else mask.repeat(1, 1, group, 1)
+            y = attend(q, k, v, mask)
             y = y.reshape(bsz, self.n_head, seqlen, self.head_dim)  # a copy where SDPA wrote BSHD
         else:
             y = F.scaled_dot_product_attention(

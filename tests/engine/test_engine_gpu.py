@@ -57,3 +57,15 @@ def test_bfloat16_runs_both_modes_on_graphs(tmp_path: Path) -> None:
         got, _ = chunks(engine, ids, 100, static=True)
         texts.append([t for c in got for t in c])
     assert len(texts[0]) == len(texts[1]) == 100 and texts[0][:8] == texts[1][:8]
+
+
+def test_the_compiled_step_commits_what_the_eager_loop_commits(tmp_path: Path) -> None:
+    t, d = write_accepting_pair(tmp_path)
+    engine = Engine.load(t, d, device="cuda", dtype=torch.float32, max_model_len=512)
+    engine.eos_ids = set()
+    ids = engine.tokenizer.apply_chat_template(ACCEPT_CHAT)
+    eager, s1 = chunks(engine, ids, 200, static=False)
+    engine.compile_mode = "default"
+    engine._steps = None
+    compiled, s2 = chunks(engine, ids, 200, static=True)
+    assert compiled == eager and s2.accepted_per_pos == s1.accepted_per_pos

@@ -95,3 +95,17 @@ def test_sliding_and_causal_drafter_layers_mask_the_same_keys(tmp_path: Path) ->
     chunks, stats = run(engine, ids, 90, static=False)
     chunks_s, stats_s = run(engine, ids, 90, static=True)
     assert chunks_s == chunks and stats_s.accepted_per_pos == stats.accepted_per_pos
+
+
+def test_the_compiled_step_commits_the_same_chunks(accepting) -> None:
+    """torch.compile of the step (Inductor on the CPU here; the GPU's graphs capture the same
+    compiled step): fused norms, cache writes as indexed stores, attention as batched products
+    (model.attend) — the same tokens and statistics as the plain loop."""
+    spec = Engine.load(*accepting, max_model_len=512)
+    spec.eos_ids = set()
+    ids = spec.tokenizer.apply_chat_template(ACCEPT_CHAT)
+    chunks, stats = run(spec, ids, 40, static=False)
+    spec.compile_mode = "default"
+    chunks_c, stats_c = run(spec, ids, 40, static=True)
+    assert spec._steps is not None and spec._steps._run is not spec._steps._work
+    assert chunks_c == chunks and stats_c.accepted_per_pos == stats.accepted_per_pos
