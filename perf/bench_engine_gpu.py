@@ -367,8 +367,10 @@ def main() -> None:
         rounds: dict[str, list[float]] = {}
         errors: dict[str, str] = {}
         parts = [("ours", lambda e=engine: ours(e, p, dev, args.reps, args.compile))]
-        others = {"zlab": lambda: zlab(p, dev, dtype, args.reps),
-                  "transformers": lambda: transformers_static(p, dev, dtype, args.reps)}  # fmt: skip
+        others = {
+            "zlab": lambda: zlab(p, dev, dtype, args.reps),
+            "transformers": lambda: transformers_static(p, dev, dtype, args.reps),
+        }
         if dev.type == "cuda":  # transformers last: a device-side assert ends the CUDA context
             parts += [(n, f) for n, f in others.items() if n in args.contenders.split(",")]
         for r in range(args.rounds):
