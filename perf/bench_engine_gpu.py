@@ -348,10 +348,17 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per contender")
     ap.add_argument("--check-demo", type=Path, help="the demo target's directory")
-    ap.add_argument("--compile", default="default", metavar="MODE",
-                    help="torch.compile mode of the compiled rows ('' = none)")
-    ap.add_argument("--contenders", default="zlab,transformers",
-                    help="which others to measure (comma-separated; '' = none)")
+    ap.add_argument(
+        "--compile",
+        default="default",
+        metavar="MODE",
+        help="torch.compile mode of the compiled rows ('' = none)",
+    )
+    ap.add_argument(
+        "--contenders",
+        default="zlab,transformers",
+        help="which others to measure (comma-separated; '' = none)",
+    )
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32

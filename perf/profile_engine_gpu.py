@@ -104,8 +104,12 @@ def main() -> None:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="qwen3-8b")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--top", type=int, default=30, help="kernels and ops kept per step")
-    ap.add_argument("--compile", default="", metavar="MODE",
-                    help="profile the steps compiled by torch.compile in this mode")
+    ap.add_argument(
+        "--compile",
+        default="",
+        metavar="MODE",
+        help="profile the steps compiled by torch.compile in this mode",
+    )
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
