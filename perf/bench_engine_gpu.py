@@ -182,15 +182,20 @@ def ours(
     mask = steps.k_pos[None, :length] <= pos[:, None]
     start = torch.tensor(ctx, device=dev)
     block = steps.block
+    sink = torch.zeros(k + 1, dtype=torch.long, device=dev)
 
+    # each timed step keeps its greedy tokens (as the real step does): a compiled step whose
+    # logits went unused would lose its lm_head and every layer the logits alone need
     def verify_only() -> None:
-        engine.target(verify, pos, taps=engine.taps, mask=mask)
+        logits, _ = engine.target(verify, pos, taps=engine.taps, mask=mask)
+        sink.copy_(logits[0].argmax(-1))
 
     def draft_only() -> None:
         assert engine.drafter is not None
-        engine.drafter.forward_static(
+        logits = engine.drafter.forward_static(
             block, start, length, engine.target.embed_tokens, engine.target.lm_head
         )
+        sink[:k].copy_(logits[0].argmax(-1))
 
     def decode_only() -> None:
         steps._decode(length)

@@ -139,12 +139,18 @@ def main() -> None:
             steps._decode(length)
             steps.start.fill_(ctx)
 
+        sink = torch.zeros(k + 1, dtype=torch.long, device=dev)
+
+        # each step keeps its greedy tokens, as the real one does (compiled, unused logits
+        # would lose the lm_head and the layers only they need)
         def verify() -> None:
-            engine.target(verify_ids, pos, taps=engine.taps, mask=mask)
+            logits, _ = engine.target(verify_ids, pos, taps=engine.taps, mask=mask)
+            sink.copy_(logits[0].argmax(-1))
 
         def draft() -> None:
-            drafter.forward_static(steps.block, start, length, engine.target.embed_tokens,
-                                   engine.target.lm_head)  # fmt: skip
+            emb, head = engine.target.embed_tokens, engine.target.lm_head
+            logits = drafter.forward_static(steps.block, start, length, emb, head)
+            sink[:k].copy_(logits[0].argmax(-1))
 
         run = timer(dev)
         for name, fn in (("decode", decode), ("verify", verify), ("drafter", draft)):
