@@ -197,9 +197,12 @@ class KVCache(nn.Module):
 
 def write_slots(cache: Tensor, slots: Tensor, x: Tensor) -> None:
     """cache[:, :, slots] = x in place. cache: [B, nkv, max_seq, D]; slots: [S]; x: [B, nkv, S, D].
-    An indexed store rather than `index_copy_`: under torch.compile it becomes one scatter into
-    the cache (fused with what produced x), not a copy of the whole cache."""
-    cache[:, :, slots] = x.to(cache.dtype)
+    Under torch.compile an indexed store: one scatter into the cache, fused with what produced x
+    (not a copy of the whole cache); eagerly `index_copy_`, which costs the host less."""
+    if torch.compiler.is_compiling():
+        cache[:, :, slots] = x.to(cache.dtype)
+    else:
+        cache.index_copy_(2, slots, x.to(cache.dtype))
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
@@ -209,11 +212,13 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
 
     Eagerly: SDPA. Under torch.compile: the plain product form, which Inductor turns into two
     batched products reading K and V once and one fused mask + softmax, instead of a prefill
-    kernel's 64 x 128 tiles for a handful of rows. Scores and softmax in float32, as SDPA's
-    kernels keep them."""
+    kernel's 64 x 128 tiles for a handful of rows. The products in the cache's dtype (float32
+    accumulation), the scaling and softmax in float32, as transformers' eager attention does:
+    an upcast copy of K for a float32 product cost more than the product (H100 profile,
+    docs/performance.md)."""
     if not torch.compiler.is_compiling():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * q.shape[-1] ** -0.5
+    scores = torch.matmul(q, k.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
     probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)  # [B, nkv, R, L]
     return torch.matmul(probs.to(v.dtype), v)
 
