@@ -232,7 +232,11 @@ def graphed(fn, dev: torch.device):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
-    return g.replay
+
+    def replay(fn=fn) -> None:  # holds fn, and so every tensor the graph reads, alive
+        g.replay()
+
+    return replay
 
 
 def transformers_static(p: dict[str, Any], dev: torch.device, dtype, reps: int) -> dict[str, float]:
