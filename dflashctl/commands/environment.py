@@ -32,6 +32,11 @@ VARIABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "the bundled engine's device-resident step on or off (default: on for CUDA)",
         ("serve", "demo", "diagnose", "bench"),
     ),
+    (
+        "DFLASHCTL_ENGINE_COMPILE=MODE",
+        "compile that step with torch.compile in MODE first (e.g. default; off unless set)",
+        ("serve", "demo", "diagnose", "bench"),
+    ),
     ("DFLASHCTL_DEBUG=1", "show the traceback behind a one-line error", ()),
     ("NO_COLOR", "no colours", ()),
 )

@@ -41,6 +41,10 @@ from dflashctl.engine.weights import (
 )
 from dflashctl.errors import EngineError
 
+# torch.compile modes the device step takes: Inductor's own CUDA graphs (reduce-overhead,
+# max-autotune) would nest inside the engine's capture (engine/fast.py)
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+
 
 @dataclass
 class SpecStats:
@@ -173,6 +177,12 @@ class Engine:
         self.static = forced == "1" if forced in ("0", "1") else self.device.type == "cuda"
         # a torch.compile mode for that step (engine/fast.py), e.g. "default"; off unless asked
         self.compile_mode = os.environ.get("DFLASHCTL_ENGINE_COMPILE") or None
+        if self.compile_mode not in (None, *COMPILE_MODES):
+            raise EngineError(
+                f"DFLASHCTL_ENGINE_COMPILE={self.compile_mode!r} is not a compile mode this "
+                f"engine runs (it runs {', '.join(COMPILE_MODES)}; the CUDA graphs are its own)",
+                "unset it, or set DFLASHCTL_ENGINE_COMPILE=default",
+            )
         self._steps: Any = None
         # which implementation runs the target: said by the server at start and by diagnose
         self.target_path = (

@@ -23,6 +23,7 @@ from support.tiny_checkpoints import (
 
 from dflashctl.engine.fast import MIN_BUCKET, StaticSteps
 from dflashctl.engine.generate import Engine, SpecStats
+from dflashctl.errors import EngineError
 
 
 def run(engine: Engine, ids: list[int], n: int, static: bool) -> tuple[list[list[int]], SpecStats]:
@@ -109,3 +110,9 @@ def test_the_compiled_step_commits_the_same_chunks(accepting) -> None:
     chunks_c, stats_c = run(spec, ids, 40, static=True)
     assert spec._steps is not None and spec._steps._run is not spec._steps._work
     assert chunks_c == chunks and stats_c.accepted_per_pos == stats.accepted_per_pos
+
+
+def test_an_unknown_compile_mode_is_refused_at_load(accepting, monkeypatch) -> None:
+    monkeypatch.setenv("DFLASHCTL_ENGINE_COMPILE", "reduce-overhead")
+    with pytest.raises(EngineError, match="not a compile mode this engine runs"):
+        Engine.load(*accepting, max_model_len=128)
