@@ -101,6 +101,19 @@ class TestScenarios:
     def test_idle_after_traffic_is_not_stale(self):
         assert report_of("vllm_idle_not_stale.log").ok
 
+    def test_one_busy_line_after_the_last_window_is_a_cut_excerpt_not_a_stale_log(self, tmp_path):
+        """An excerpt pasted with the next interval's `Engine 000:` line but not its metrics
+        line: the gap is long (a 60 s interval) yet nothing says metrics stopped. Two busy
+        lines with no window between them do."""
+        lines = []
+        for i in range(5):
+            lines += [engine_line(60 * i, running=4), spec_line(60 * i, mean=3.2)]
+        one = write_log(tmp_path / "cut.log", [*lines, engine_line(600, running=4)])
+        assert "stale" not in kinds(report_of(str(one)))
+        two = write_log(tmp_path / "stopped.log", [*lines, engine_line(420, running=4),
+                                                   engine_line(600, running=4)])  # fmt: skip
+        assert alarm_kinds(report_of(str(two))) == ["stale"]
+
     def test_interleaved_processes_tracebacks_dp(self):
         r = report_of("vllm_interleaved_tracebacks.log")
         assert r.ok

@@ -652,6 +652,11 @@ def _stale(state: MetricsState, th: Thresholds) -> list[Finding]:
     busy, newest = state.busy_after_last_window, state.newest_line
     if busy is None or newest is None or newest.timestamp is None or last.timestamp is None:
         return []
+    if state.busy_lines_after_last_window == 1:
+        # one busy line after the last window is the next interval's own line (vLLM writes
+        # `Engine 000: … throughput` just before that interval's metrics line): an excerpt cut
+        # there, not metrics that stopped while the engine kept working
+        return []
     interval = th.interval or estimate_interval(state.current_windows()) or 10.0
     limit = max(th.stale_intervals * interval, th.min_stale_seconds)
     gap = (newest.timestamp - last.timestamp).total_seconds()

@@ -123,6 +123,7 @@ class LogScanner:
         self._last_win_end = -1
         self._pending_startup: tuple[int, bytes] | None = None
         self._busy: dict[bytes, tuple[int, bytes]] = {}
+        self._busy_lines = 0  # busy lines after the last metrics line
         self._fatal: tuple[int, bytes] | None = None  # the first since the last window
         self._fatal_between: deque[tuple[int, bytes]] = deque(maxlen=8)  # before later windows
         self._newest: tuple[int, bytes] | None = None
@@ -259,6 +260,7 @@ class LogScanner:
             le = buf.find(b"\n", last, e)
             self._newest = (g0 + last, buf[last : le if le >= 0 else e])
             self._busy.clear()
+            self._busy_lines = 0
             if self._fatal is not None:  # windows came after it: a crash between windows
                 self._fatal_between.append(self._fatal)
             self._fatal = None
@@ -418,6 +420,7 @@ class LogScanner:
         if sgl and buf.find(b"accept len", ls, le) < 0:
             self.non_spec_decode_lines += 1  # decoding without speculation: busy evidence
             self._busy[b"Decode batch"] = (g0 + ls, buf[ls:le])
+            self._busy_lines += 1
             return False
         i = buf.find(b" pid=", ls, le)
         if i < 0:
@@ -485,6 +488,7 @@ class LogScanner:
             if p >= 0:
                 ls, line = self._line_at(buf, a, p, e)
                 self._busy[nd] = (g0 + ls, line)
+                self._busy_lines += buf.count(nd, a, e)
         if self._fatal is None:
             f = self._first_fatal(buf, a, e)
             if f is not None:
@@ -620,6 +624,7 @@ class LogScanner:
             ),
             startup_after_last_window=mk.get("startup"),
             busy_after_last_window=mk.get("busy"),
+            busy_lines_after_last_window=self._busy_lines,
             newest_line=mk.get("newest"),
             non_spec_decode_lines=self.non_spec_decode_lines,
             unknown_fields=sorted(self.unknown_fields),

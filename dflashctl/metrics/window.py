@@ -235,6 +235,7 @@ class MetricsState:
     latest_launch_has_startup: bool = False  # a start-up line precedes the latest launch
     startup_after_last_window: Marker | None = None
     busy_after_last_window: Marker | None = None
+    busy_lines_after_last_window: int | None = None  # None: not counted (not a log)
     newest_line: Marker | None = None
     spec_config: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
