@@ -711,6 +711,29 @@ def _no_windows(state: MetricsState, th: Thresholds) -> list[Finding]:
             )
         ]
     where = "between the two scrapes" if state.kind == "prometheus" else "in the log"
+    if state.figure_lines:
+        engine = f" (it looks like {state.engine_hint}'s)" if state.engine_hint else ""
+        return [
+            Finding(
+                "format_not_recognised",
+                "warning",
+                f"the log has acceptance figures in a format not recognised{engine}: nothing "
+                f"was judged, which is not the same as healthy; first: "
+                f"{state.figure_lines[0][:120]!r}",
+                [
+                    Cause(
+                        "an engine or tool whose output dflashctl does not read yet (it reads "
+                        "vLLM's and SGLang's interval lines, vLLM's bench serve and offline "
+                        "summaries, llama.cpp's draft acceptance and statistics lines)",
+                        f"grep -m5 -iE 'accept' {th.source}",
+                    ),
+                    Cause(
+                        "the engine's /metrics endpoint can be read instead",
+                        f"dflashctl metrics {server_url(th)}/metrics",
+                    ),
+                ],
+            )
+        ]
     if state.skipped_lines:
         return [
             Finding(

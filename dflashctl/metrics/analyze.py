@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from dflashctl.errors import DflashError, InputError, UsageError, require_finite
 from dflashctl.metrics.alarms import evaluate
 from dflashctl.metrics.scanner import ENGINES, LogScanner
+from dflashctl.metrics.summaries import SummaryScan, engine_hint
 from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import Cause, Expected, MetricsReport, MetricsState
 
@@ -242,10 +243,33 @@ def analyze_chunks(
     """Judge a log delivered as byte chunks or byte lines (local, stdin or remote)."""
     th = th or thresholds_for(source, opts)
     scanner = LogScanner(opts.engine, max_windows=opts.max_windows)
+    others = SummaryScan(opts.engine, max_windows=opts.max_windows)
     for chunk in chunks:
         scanner.feed(chunk)
+        if not scanner.total_windows:  # the engine's own lines win: the rest is not read
+            others.feed(chunk)
     scanner.close()
-    return judge(scanner.state(source, ref), th, opts)
+    others.close()
+    return judge(with_summaries(scanner.state(source, ref), others), th, opts)
+
+
+def with_summaries(state: MetricsState, others: SummaryScan) -> MetricsState:
+    """The engine's interval lines when the log has them; else what the other formats read
+    (a bench summary, llama.cpp's lines); else the lines that look like figures, unread."""
+    if state.windows:
+        return state
+    found = others.windows()
+    if found:
+        state.windows = found
+        state.total_windows = len(found)
+        state.engine = found[-1].engine
+        return state
+    state.figure_lines = others.figure_lines
+    if others.figure_lines:
+        state.engine_hint = engine_hint("\n".join(others.figure_lines)) or engine_hint(
+            others.head.decode("utf-8", "replace")
+        )
+    return state
 
 
 def analyze_source(

@@ -248,6 +248,8 @@ class MetricsState:
     crash: Marker | None = None  # the first crash line after the last metrics line
     crashes_between: list[Marker] = field(default_factory=list)  # crashes before later windows
     expected: Expected | None = None  # the expected acceptance range and where it came from
+    figure_lines: list[str] = field(default_factory=list)  # acceptance-like lines, unread
+    engine_hint: str | None = None  # the engine those lines (or the log) name, if any
 
     @property
     def latest(self) -> SpecWindow | None:

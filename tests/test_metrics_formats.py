@@ -1,0 +1,111 @@
+"""Every acceptance format users paste, from a corpus of our own excerpts written from the
+engines' source (tests/data/metrics/formats/; vLLM 0.34 `bench serve` and offline example,
+llama.cpp's server and speculative statistics, a TensorRT-LLM-like line nobody here reads).
+
+Each excerpt must get its verdict and its figures; a file with figures in a format not read gets
+"format not recognised", never "no speculative-decoding metrics"; and the result does not
+depend on where the chunks are cut.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from support.vllm_metrics import DATA
+
+from dflashctl.metrics import MetricsOptions, analyze_chunks, analyze_source
+
+FORMATS = DATA / "formats"
+
+# file: (format of the windows, windows, alarm kinds, mean acceptance length of the latest)
+CORPUS = {
+    "vllm_bench_serve_healthy.txt": ("vllm-bench-serve", 1, [], 3.98),
+    "vllm_bench_serve_collapsed.txt": ("vllm-bench-serve", 1, ["collapse"], 1.0),
+    "vllm_offline_healthy.txt": ("vllm-offline", 1, [], 3.35),
+    "vllm_offline_collapsed.txt": ("vllm-offline", 1, ["collapse"], 1.01),
+    "llamacpp_server_healthy.log": ("llama.cpp-slot", 4, [], 2.77),
+    "llamacpp_server_collapsed_old_format.log": ("llama.cpp-slot", 3, ["collapse"], None),
+    "llamacpp_statistics.log": ("llama.cpp-stats draft-dflash", 1, [], 3.71),
+}
+
+
+def alarms(report) -> list[str]:
+    return [f.kind for f in report.findings if f.severity == "alarm"]
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_each_format_gets_its_verdict_and_figures(name: str) -> None:
+    fmt, n, want, mean = CORPUS[name]
+    r = analyze_source(str(FORMATS / name), MetricsOptions())
+    assert [w.format for w in r.state.windows] == [fmt] * n
+    assert alarms(r) == want
+    latest = r.state.windows[-1]
+    assert latest.mean_acceptance_length == mean
+    assert "no_metrics" not in [f.kind for f in r.findings]
+
+
+def test_the_bench_block_reads_every_counter_and_position() -> None:
+    w = analyze_source(str(FORMATS / "vllm_bench_serve_healthy.txt"), MetricsOptions()).state.latest
+    assert w is not None and w.cumulative
+    assert (w.num_drafts, w.drafted_tokens, w.accepted_tokens) == (9000, 63000, 26820)
+    assert w.per_position == pytest.approx([0.812, 0.64, 0.499, 0.381, 0.287, 0.21, 0.151])
+    assert w.draft_acceptance_rate == pytest.approx(0.4257, abs=1e-4)
+
+
+def test_a_collapsed_bench_names_the_wiring_first() -> None:
+    r = analyze_source(str(FORMATS / "vllm_bench_serve_collapsed.txt"), MetricsOptions())
+    collapse = next(f for f in r.findings if f.kind == "collapse")
+    assert "every draft rejected" in collapse.likely_causes[0].cause
+
+
+def test_llama_cpp_statistics_read_the_profile_and_drafts() -> None:
+    w = analyze_source(str(FORMATS / "llamacpp_statistics.log"), MetricsOptions()).state.latest
+    assert w is not None and w.engine == "llama.cpp"
+    assert (w.num_drafts, w.drafted_tokens, w.accepted_tokens) == (1116, 16740, 3020)
+    assert w.per_position is not None and len(w.per_position) == 15 and w.per_position[0] == 0.812
+
+
+def test_figures_in_an_unknown_format_are_said_to_be_unread() -> None:
+    r = analyze_source(str(FORMATS / "trtllm_unrecognised.log"), MetricsOptions())
+    kinds = [f.kind for f in r.findings]
+    assert kinds == ["format_not_recognised"]
+    assert (
+        "TensorRT-LLM" in r.findings[0].message
+        and "not the same as healthy" in r.findings[0].message
+    )
+
+
+def test_a_log_without_figures_still_has_no_metrics(tmp_path: Path) -> None:
+    log = tmp_path / "plain.log"
+    log.write_text("INFO starting\nINFO Accept: application/json header seen\nINFO ready\n")
+    r = analyze_source(str(log), MetricsOptions())
+    assert [f.kind for f in r.findings] == ["no_metrics"]
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_any_chunking_reads_the_same(name: str) -> None:
+    data = (FORMATS / name).read_bytes()
+    whole = analyze_chunks([data], source=name, opts=MetricsOptions())
+    rnd = random.Random(name)
+    chunks, i = [], 0
+    while i < len(data):
+        n = rnd.randint(1, 40)
+        chunks.append(data[i : i + n])
+        i += n
+    cut = analyze_chunks(chunks, source=name, opts=MetricsOptions())
+    assert [w.to_json() for w in cut.state.windows] == [w.to_json() for w in whole.state.windows]
+    assert alarms(cut) == alarms(whole)
+
+
+def test_engine_lines_win_over_a_summary_in_the_same_log(tmp_path: Path) -> None:
+    from support.vllm_metrics import engine_line, spec_line
+
+    log = tmp_path / "both.log"
+    lines = [engine_line(0), spec_line(0, mean=3.0)]
+    log.write_text(
+        "\n".join(lines) + "\n" + (FORMATS / "vllm_bench_serve_collapsed.txt").read_text()
+    )
+    r = analyze_source(str(log), MetricsOptions())
+    assert [w.format for w in r.state.windows] == ["vllm-0.10.2+"]
