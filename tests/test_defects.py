@@ -10,6 +10,7 @@ from support.drafter_files import drafter_config, write_checkpoint, write_drafte
 
 from dflashctl.defects.catalogue import load_catalogue, parse_catalogue
 from dflashctl.defects.k_norm import read_k_norm
+from dflashctl.defects.launch import from_argv
 from dflashctl.defects.markdown import update_doc
 from dflashctl.defects.match import DefectMatch, likely_causes, match
 from dflashctl.defects.predicates import PREDICATES, Facts
@@ -422,7 +423,13 @@ def test_likely_causes_for_metrics_alarms(tmp_path: Path):
     causes = likely_causes(Facts("vllm", "0.32.0+cpu"), "collapse")
     assert any("vllm-cpu-context-k-norm" in c for c, _ in causes)
     assert all(check for _, check in causes)
-    assert likely_causes(Facts("vllm", "0.32.0"), "decay") == []
+    # a decay on 0.32.0: only prefix caching (not known from these facts, so "not checked")
+    decay = likely_causes(Facts("vllm", "0.32.0"), "decay")
+    assert [c.split(":")[0] for c, _ in decay] == [
+        "known engine defect vllm-prefix-caching-poisons-draft-context"
+    ]
+    off = Facts("vllm", "0.32.0", launch=from_argv("vllm", ["--no-enable-prefix-caching"]))
+    assert likely_causes(off, "decay") == []
     assert any(
         "vllm-swa-as-full-attention" in c
         for c, _ in likely_causes(Facts("vllm", "0.25.0"), "decay")
@@ -442,3 +449,42 @@ def test_known_defects_doc_is_current(tmp_path: Path):
     text = copy.read_text(encoding="utf-8")
     for d in load_catalogue().defects:
         assert f"### `{d.id}`" in text
+
+
+def test_launch_settings_from_a_command_line():
+    sc = '{"method":"dflash","draft_sample_method":"probabilistic"}'
+    s = from_argv("vllm", ["vllm", "serve", "m", "--speculative-config", sc, "-tp", "4"])
+    assert (s.method, s.draft_sample_method, s.tensor_parallel_size) == (
+        "dflash",
+        "probabilistic",
+        4,
+    )
+    assert s.enable_prefix_caching is True and s.enforce_eager is False  # vLLM's defaults
+    off = from_argv(
+        "vllm", ["--no-enable-prefix-caching", "--enforce-eager", "--tensor_parallel_size=2"]
+    )
+    assert (off.enable_prefix_caching, off.enforce_eager, off.tensor_parallel_size) == (
+        False,
+        True,
+        2,
+    )
+    sgl = from_argv(
+        "sglang", ["--speculative-algorithm", "DFLASH", "--disable-radix-cache", "--tp-size", "8"]
+    )
+    assert (sgl.method, sgl.enable_prefix_caching, sgl.tensor_parallel_size) == ("dflash", False, 8)
+
+
+def test_a_real_vllm_log_names_prefix_caching_for_a_decay():
+    """vLLM 0.32.0's own start-up config line (the demo pair's recorded log): prefix caching on,
+    the method dflash — the prefix-caching defect is a likely cause of a decay, stated plainly."""
+    from support.vllm_metrics import DATA
+
+    from dflashctl.metrics import MetricsOptions, analyze_source
+    from dflashctl.metrics.analyze import known_defect_causes
+
+    log = DATA.parent / "vllm032_demo" / "healthy.log"
+    state = analyze_source(str(log), MetricsOptions()).state
+    assert state.launch_fields["enable_prefix_caching"] == "True"
+    causes = [c.cause for c in known_defect_causes(state, "decay")]
+    assert len(causes) == 1 and "vllm-prefix-caching-poisons-draft-context" in causes[0]
+    assert "not checked" not in causes[0]

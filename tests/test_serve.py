@@ -82,9 +82,22 @@ class TestRender:
             '{"method":"dflash","model":"z-lab/Qwen3-8B-DFlash-b16","num_speculative_tokens":15}',
             "--tensor-parallel-size",
             "2",
+            "--no-enable-prefix-caching",
             "--max-model-len",
             "8192",
         ]
+
+    def test_vllm_prefix_caching_off_unless_asked(self):
+        base = dict(num_speculative_tokens=15)
+        spec = EngineSpec("vllm", "m", "d", 8000, "127.0.0.1", **base)
+        assert "--no-enable-prefix-caching" in render(spec)
+        none = EngineSpec("vllm", "m", None, 8000, "127.0.0.1", spec="none")
+        assert "--no-enable-prefix-caching" in render(none)  # the baseline matches
+        kept = EngineSpec(
+            "vllm", "m", "d", 8000, "127.0.0.1", extra_args=["--enable-prefix-caching"], **base
+        )
+        argv = render(kept)
+        assert "--no-enable-prefix-caching" not in argv and argv[-1] == "--enable-prefix-caching"
 
     def test_vllm_beside_python(self):
         spec = EngineSpec("vllm", "m", None, 8000, spec="none", python="/opt/venv/bin/python")
@@ -654,3 +667,61 @@ def test_an_interpreter_without_the_engine_is_refused_before_the_launch(
     assert "pip install 'dflashctl[engine]'" in data["hint"]
     code, data, _ = run_json(monkeypatch, capsys, "status")
     assert code == 0 and data["deployments"] == []
+
+
+def fake_vllm_python(root: Path, version: str) -> Path:
+    """A Python whose installed distributions include vllm VERSION (its metadata only): what
+    `serve` asks the engine's interpreter before a launch."""
+    site = root / "site"
+    meta = site / f"vllm-{version}.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    py = root / "python"
+    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
+    py.chmod(0o755)
+    return py
+
+
+class TestKnownDefects:
+    """The known-bad matrix through `serve`, against fake installs of each vLLM version."""
+
+    def args(self, pair, py: Path, *extra: str) -> list[str]:
+        target, drafter = pair
+        return ["serve", "--engine", "vllm", "--model", str(target), "--drafter", str(drafter),
+                "--python", str(py), "--port", str(free_port()), *extra]  # fmt: skip
+
+    @pytest.mark.parametrize(
+        "version, flags, want",
+        [
+            ("0.28.1", ["--enable-prefix-caching"], "vllm-prefix-caching-poisons-draft-context"),
+            ("0.28.1", [], None),  # prefix caching off by default: nothing applies
+            ("0.28.0", ["--speculative-config", '{"draft_sample_method":"probabilistic"}'],
+             "vllm-probabilistic-draft-sampling-not-lossless"),
+            ("0.34.0", ["--speculative-config", '{"draft_sample_method":"greedy"}'], None),
+        ],
+    )  # fmt: skip
+    def test_dry_run_check_names_each_confirmed_defect(
+        self, monkeypatch, capsys, tmp_path, pair, version, flags, want
+    ):
+        py = fake_vllm_python(tmp_path, version)
+        extra = ["--", *flags] if flags else []
+        code, plan, _ = run_json(
+            monkeypatch, capsys, *self.args(pair, py, "--dry-run", "--check", *extra)
+        )
+        assert code == 0, plan
+        assert plan["engine_version"] == version
+        confirmed = [d["id"] for d in plan["known_defects"] if d["certainty"] == "confirmed"]
+        assert confirmed == ([want] if want else [])
+
+    def test_a_launch_into_a_confirmed_defect_is_refused_with_the_fix(
+        self, monkeypatch, capsys, tmp_path, pair
+    ):
+        py = fake_vllm_python(tmp_path, "0.28.1")
+        code, out, err = run_main(
+            monkeypatch, capsys, *self.args(pair, py, "--detach", "--", "--enable-prefix-caching")
+        )
+        text = " ".join((out + err).split())
+        assert code == 1 and "Traceback" not in text
+        assert "vllm-prefix-caching-poisons-draft-context" in text
+        assert "--no-enable-prefix-caching" in text and "--force" in text
+        assert state.all_deployments() == []  # nothing started

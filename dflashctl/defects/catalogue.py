@@ -59,6 +59,7 @@ EFFECTS = (
     "low_acceptance",
     "zero_acceptance",
     "long_context_cliff",
+    "not_lossless",
 )
 
 
@@ -287,6 +288,10 @@ def _parse_condition(r: _Reader, item: Any) -> Condition:
         not isinstance(arg, list) or not arg or not all(isinstance(a, str) for a in arg)
     ):
         raise r.fail("conditions", f"{name} takes a list of names")
+    if spec.takes_value:
+        if not isinstance(arg, str | int) or isinstance(arg, bool):
+            raise r.fail("conditions", f"{name} takes one value (a name or a number)")
+        return Condition(str(name), arg)
     if not spec.takes_list and arg is not None:
         raise r.fail("conditions", f"{name} takes no argument")
     return Condition(str(name), tuple(arg) if isinstance(arg, list) else None)

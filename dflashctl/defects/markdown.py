@@ -20,6 +20,10 @@ DOC_END = "<!-- END catalogue -->"
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "local": "bundled engine"}
 
 
+def _arg_text(arg: object) -> str:
+    return ", ".join(map(str, arg)) if isinstance(arg, tuple | list) else str(arg)
+
+
 def catalogue_markdown(cat: Catalogue) -> str:
     """Every entry: where it applies, symptom, cause, how to confirm, fix, sources."""
     lines: list[str] = []
@@ -28,7 +32,7 @@ def catalogue_markdown(cat: Catalogue) -> str:
         build = {"cpu": "CPU build", "gpu": "GPU build", "any": "any build"}[d.build]
         runner = "any runner" if d.runner == "any" else f"{d.runner.upper()} runner"
         conds = "; ".join(
-            PREDICATES[c.name].description + (f" ({', '.join(c.arg)})" if c.arg else "")
+            PREDICATES[c.name].description + (f" ({_arg_text(c.arg)})" if c.arg else "")
             for c in d.conditions
         )
         lines += [

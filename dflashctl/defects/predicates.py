@@ -14,11 +14,13 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflashctl.defects.k_norm import KNormFacts, read_k_norm
+from dflashctl.defects.launch import LaunchSettings
 from dflashctl.drafter.config import (
     SLIDING,
     Resolved,
     aux_layers_eagle3,
     aux_layers_v1,
+    build_target_layer_ids,
     default_aux_layers,
     dflash_section,
     is_int,
@@ -68,6 +70,8 @@ class Facts:
     distributions: Mapping[str, str] | None = None
     # k_norm weights already read (e.g. on a remote host); read from drafter_dir when None
     k_norm: KNormFacts | None = None
+    # the engine's launch settings (prefix caching, CUDA graphs, TP, sampling; defects/launch.py)
+    launch: LaunchSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,7 @@ class Predicate:
     fn: Callable[[Context, Any], Outcome]
     description: str
     takes_list: bool = False
+    takes_value: bool = False  # one scalar argument: `name: value`
 
 
 def _need_cfg(ctx: Context) -> Outcome | None:
@@ -309,6 +314,67 @@ def _p_cuda_addons(ctx: Context, _arg: Any) -> Outcome:
     return Outcome(False, f"torch {torch}; no CUDA build of torchvision/torchaudio")
 
 
+def _need_launch(ctx: Context) -> Outcome | None:
+    if ctx.facts.launch is None:
+        return Outcome(None, "the engine's launch flags not known")
+    return None
+
+
+def _setting(ctx: Context, name: str, want: Any, text: str) -> Outcome:
+    if (missing := _need_launch(ctx)) is not None:
+        return missing
+    assert ctx.facts.launch is not None
+    value = getattr(ctx.facts.launch, name)
+    if value is None:
+        return Outcome(None, f"{text}: not known")
+    return Outcome(value == want, f"{text}: {value} ({ctx.facts.launch.source})")
+
+
+def _p_prefix_caching(ctx: Context, _arg: Any) -> Outcome:
+    return _setting(ctx, "enable_prefix_caching", True, "prefix caching")
+
+
+def _p_cuda_graphs(ctx: Context, _arg: Any) -> Outcome:
+    return _setting(ctx, "enforce_eager", False, "enforce_eager")
+
+
+def _p_draft_sample_method(ctx: Context, method: Any) -> Outcome:
+    return _setting(ctx, "draft_sample_method", method, "draft_sample_method")
+
+
+def _p_tensor_parallel_at_least(ctx: Context, n: Any) -> Outcome:
+    if (missing := _need_launch(ctx)) is not None:
+        return missing
+    assert ctx.facts.launch is not None
+    tp = ctx.facts.launch.tensor_parallel_size
+    if tp is None:
+        return Outcome(None, "tensor parallel size: not known")
+    return Outcome(tp >= int(n), f"tensor parallel size {tp}")
+
+
+def _p_spec_method(ctx: Context, names: Any) -> Outcome:
+    method = ctx.facts.launch.method if ctx.facts.launch is not None else None
+    if method is None and ctx.cfg is not None:
+        arch = ctx.resolved.architecture or ""
+        method = "dflash" if "DFlash" in arch else "dspark" if "DSpark" in arch else None
+    if method is None:
+        return Outcome(None, "the speculative method not known")
+    return Outcome(method in names, f"speculative method {method}")
+
+
+def _p_target_layer_ids_missing(ctx: Context, _arg: Any) -> Outcome:
+    if (missing := _need_cfg(ctx)) is not None:
+        return missing
+    r = ctx.resolved
+    if r.fc_source is not None:
+        return Outcome(False, f"layers from {r.fc_source} {_ids_text(r.fc_layer_ids)}")
+    n, taps = ctx.facts.num_target_layers, (ctx.cfg or {}).get("num_hidden_layers")
+    guess = ""
+    if isinstance(n, int) and isinstance(taps, int) and 0 < taps <= n:
+        guess = f"; the fallback formula gives {build_target_layer_ids(n, taps)}"
+    return Outcome(True, f"no target_layer_ids in the config{guess}")
+
+
 PREDICATES: dict[str, Predicate] = {
     "architecture": Predicate(
         _p_architecture, "the drafter's `architectures[0]` is one of the names", True
@@ -343,5 +409,24 @@ PREDICATES: dict[str, Predicate] = {
     ),
     "cuda_addons_beside_cpu_torch": Predicate(
         _p_cuda_addons, "torch is a +cpu build and torchvision/torchaudio are not"
+    ),
+    "prefix_caching_on": Predicate(
+        _p_prefix_caching, "prefix caching is on (the engine's default unless switched off)"
+    ),
+    "cuda_graphs_on": Predicate(_p_cuda_graphs, "CUDA graphs are on (no --enforce-eager)"),
+    "draft_sample_method": Predicate(
+        _p_draft_sample_method,
+        "the speculative config's `draft_sample_method` is this",
+        takes_value=True,
+    ),
+    "tensor_parallel_at_least": Predicate(
+        _p_tensor_parallel_at_least, "the tensor parallel size is at least this", takes_value=True
+    ),
+    "spec_method": Predicate(
+        _p_spec_method, "the speculative method (or the drafter's architecture) is one of", True
+    ),
+    "target_layer_ids_missing": Predicate(
+        _p_target_layer_ids_missing,
+        "the drafter config names no target layers (no target_layer_ids, no aux layer ids)",
     ),
 }

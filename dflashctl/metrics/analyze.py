@@ -186,7 +186,20 @@ def known_defect_causes(state: MetricsState, alarm_kind: str) -> list[Cause]:
     from dflashctl.defects.match import likely_causes
     from dflashctl.defects.predicates import Facts
 
-    facts = Facts(engine=state.engine, version=state.engine_version, build=state.engine_build)
+    launch = None
+    if state.launch_fields or state.spec_config:
+        from dflashctl.defects.launch import from_vllm_config
+
+        cfg = state.spec_config or {}
+        launch = from_vllm_config({**state.launch_fields, **{
+            k: cfg[k] for k in ("method", "draft_sample_method") if k in cfg
+        }})  # fmt: skip
+    facts = Facts(
+        engine=state.engine,
+        version=state.engine_version,
+        build=state.engine_build,
+        launch=launch,
+    )
     try:
         found = likely_causes(facts, alarm_kind)
     except DflashError:

@@ -79,6 +79,10 @@ SHUTDOWN_NEEDLES = (
 _BATCH_LIMIT_B = re.compile(rb"disable_by_batch_size['\"]?\s*[:=]\s*(\d+)")
 _EXC_B = re.compile(rb"(?m)(?:^|\] |\) )((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)): ")
 
+# vLLM's engine config line: the launch settings the known-defect rules read
+_LAUNCH_FIELD_RE = re.compile(
+    r"\b(enable_prefix_caching|enforce_eager|tensor_parallel_size)=(True|False|\d+)\b"
+)
 LOOKBACK = 1024  # bytes kept before a metrics line, where its `Engine 000:` line is
 FORWARD = 1536  # bytes kept from the needle on: the metrics line (cut at its newline later)
 MAX_LINE = 1 << 20  # a "line" longer than this is not a metrics line: drop it
@@ -633,7 +637,9 @@ class LogScanner:
             crashes_between=[mk[k] for k in sorted(mk) if k.startswith("between")],
         )
         if self._config:
-            st.spec_config = parse_spec_config(clean(self._config[1]))
+            config_text = clean(self._config[1])
+            st.spec_config = parse_spec_config(config_text)
+            st.launch_fields = dict(_LAUNCH_FIELD_RE.findall(config_text))
         if self._batch_limit is not None:
             st.spec_config = dict(st.spec_config or {"enabled": True, "engine": "vllm"})
             st.spec_config["disable_by_batch_size"] = self._batch_limit

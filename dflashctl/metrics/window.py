@@ -249,6 +249,7 @@ class MetricsState:
     crashes_between: list[Marker] = field(default_factory=list)  # crashes before later windows
     expected: Expected | None = None  # the expected acceptance range and where it came from
     figure_lines: list[str] = field(default_factory=list)  # acceptance-like lines, unread
+    launch_fields: dict[str, str] = field(default_factory=dict)  # vLLM's engine config
     engine_hint: str | None = None  # the engine those lines (or the log) name, if any
 
     @property

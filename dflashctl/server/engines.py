@@ -273,6 +273,11 @@ def render(s: EngineSpec) -> list[str]:
             argv += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
         if s.served_model_name:
             argv += ["--served-model-name", s.served_model_name]
+        if not any(a.lstrip("-").replace("_", "-").endswith("enable-prefix-caching")
+                   for a in s.extra_args):  # fmt: skip
+            # a DFlash drafter's context is not written for prefix-cached tokens (vllm#47930),
+            # and a baseline must match the speculative server it is compared with
+            argv.append("--no-enable-prefix-caching")
     else:
         argv = [s.python, "-m", "sglang.launch_server", "--model-path", s.model]
         argv += ["--host", s.bind, "--port", str(s.port)]

