@@ -23,6 +23,7 @@ from dflashctl.drafter.config import (
     resolve,
     target_text_config,
 )
+from dflashctl.drafter.formats import read_format
 from dflashctl.drafter.header import Header
 from dflashctl.drafter.registry import DrafterEntry, Identification
 from dflashctl.drafter.report import VerifyReport, layer_table, read_lock, registry_rows
@@ -82,6 +83,8 @@ def context(
 ) -> Ctx:
     if engine not in ENGINES:
         raise UsageError(f"unknown engine '{engine}'", f"use one of: {', '.join(ENGINES)}")
+    reading = read_format(cfg)
+    cfg = reading.native
     text = target_text_config(target) if target is not None else None
     n_target, n_src = _n_target_layers(cfg, text, entry)
     r_v1 = resolve(cfg, num_target_layers=n_target, runner="v1")
@@ -97,6 +100,15 @@ def context(
         r=r_v1 if engine == "vllm" else r_v2,
         r_v2=r_v2,
     )
+    if reading.is_speculators:
+        c.add("format", "ok", reading.format, None, "read as vLLM's speculators loader reads it")
+        for name, status, found, hint in reading.notes:
+            c.add(name, status, found, None, hint)
+        for name, status, found, expected, hint in reading.problems:
+            c.add(name, status, found, expected, hint)
+        if reading.speculative_tokens is not None:
+            c.add("speculative_tokens", "ok", reading.speculative_tokens, None,
+                  "K from speculators_config.proposal_methods[0]")  # fmt: skip
     check_structure(c)
     check_mask(c)
     check_layer_ids(c)
@@ -183,7 +195,7 @@ def verify_local(
         entry=entry,
         identification=ident,
         resolved=ctx.r,
-        layers=layer_table(cfg, ctx.r),
+        layers=layer_table(ctx.cfg, ctx.r),
         num_target_layers=ctx.n_target,
         num_target_layers_source=ctx.n_target_source,
         weights=checkpoint,
@@ -194,6 +206,12 @@ def verify_local(
 
     from dflashctl.drafter.fix import apply_fix
 
+    if read_format(cfg).is_speculators:
+        raise UsageError(
+            f"--fix edits z-lab native configs; {cfg_file} is in the speculators format",
+            "edit aux_hidden_state_layer_ids / mask_token_id / speculators_config by hand "
+            "(verify-config names what is wrong)",
+        )
     assert stat0 is not None
     result = apply_fix(cfg_file, original, stat0, cfg, entry, checks)
     if not result.written:
