@@ -36,6 +36,10 @@ class LaunchSettings:
     tensor_parallel_size: int | None = None
     method: str | None = None  # the speculative method (dflash, dspark, eagle3, …)
     draft_sample_method: str | None = None  # vLLM: greedy | probabilistic
+    max_num_batched_tokens: int | None = None  # SGLang: --chunked-prefill-size
+    max_model_len: int | None = None  # SGLang: --context-length
+    dtype: str | None = None
+    disable_custom_all_reduce: bool | None = None
     source: str = ""  # where the settings were read
 
     def to_json(self) -> dict[str, Any]:
@@ -74,6 +78,14 @@ def from_argv(engine: str, argv: Sequence[str]) -> LaunchSettings:
             s.enforce_eager = True
         elif flag in ("--tensor-parallel-size", "-tp", "--tp-size", "--tp"):
             s.tensor_parallel_size = _int(value)
+        elif flag in ("--max-num-batched-tokens", "--chunked-prefill-size"):
+            s.max_num_batched_tokens = _int(value)
+        elif flag in ("--max-model-len", "--context-length"):
+            s.max_model_len = _int(value)
+        elif flag == "--dtype":
+            s.dtype = value
+        elif flag == "--disable-custom-all-reduce":
+            s.disable_custom_all_reduce = True
         elif flag == "--speculative-config":
             spec_json = value
         elif flag == "--speculative-algorithm":
@@ -123,3 +135,25 @@ def from_vllm_config(fields: Mapping[str, Any]) -> LaunchSettings:
     if isinstance(fields.get("draft_sample_method"), str):
         s.draft_sample_method = str(fields["draft_sample_method"])
     return s
+
+
+# What two servers of an A/B must share (vllm#50722: prefix caching on in one run only, custom
+# all-reduce off in one only, different batched tokens and lengths made DFlash look useless)
+AB_FIELDS = {
+    "enable_prefix_caching": "prefix caching",
+    "max_num_batched_tokens": "max-num-batched-tokens",
+    "max_model_len": "max-model-len",
+    "dtype": "dtype",
+    "enforce_eager": "eager mode (--enforce-eager)",
+    "disable_custom_all_reduce": "custom all-reduce (--disable-custom-all-reduce)",
+    "tensor_parallel_size": "tensor parallel size",
+}
+
+
+def ab_differences(a: LaunchSettings, b: LaunchSettings) -> list[tuple[str, object, object]]:
+    """(setting, a's value, b's value) for each A/B setting the two launches set differently."""
+    return [
+        (label, getattr(a, name), getattr(b, name))
+        for name, label in AB_FIELDS.items()
+        if getattr(a, name) != getattr(b, name)
+    ]

@@ -51,6 +51,14 @@ def bench(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG chart (needs matplotlib).")
     ] = None,
+    allow_unmatched: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unmatched",
+            help="Compare servers launched with different prefix caching, batched tokens, "
+            "max-model-len, dtype, eager mode, all-reduce or TP (refused otherwise).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """The matched benchmark: same fixtures, batch one, greedy, a warm-up, repetitions
@@ -81,6 +89,7 @@ def bench(
         max_tokens=max_tokens,
         concurrency=concurrency,
         timeout=timeout,
+        allow_unmatched=allow_unmatched,
     )
     report = run_bench(opts, progress=progress)
     if plot is not None:

@@ -130,7 +130,7 @@ def sweep_table(report: BenchReport) -> Table:
 
 
 def notes(report: BenchReport) -> list[str]:
-    lines = []
+    lines = list(report.notes)
     for tr in report.targets:
         lines += [f"{tr.label}: {n}" for n in tr.notes]
         differ = [f for f, c in tr.cells.items() if c.matches_first_target is False]

@@ -30,6 +30,7 @@ import time
 
 import httpx
 
+from dflashctl.commands.bench.matched import check_matched
 from dflashctl.commands.bench.session import (
     MEASURE,
     WARMUP,
@@ -178,12 +179,14 @@ def run_bench(
     prompts = opts.prompts()
     say = progress or (lambda _msg: None)
     targets = resolve_targets(opts.targets)
+    matched_notes = check_matched(targets, opts.allow_unmatched)
     fixtures = [p.id for p in prompts]
     t0 = time.monotonic()
     b = Bench(opts, say, sleep)
     try:
         results = prepare(b, targets, fixtures)
         report = BenchReport(opts, fixtures, levels, results, b.order)
+        report.notes += matched_notes
         if opts.warmup_tokens > 0:
             warm_up(b, results, load_prompts("smoke")[0])
         measure(b, results, prompts)

@@ -45,6 +45,7 @@ class BenchOptions:
     concurrency: str | None = None  # "1,2,4,8"
     timeout: float = 120.0
     prompts_file: Path | None = None  # --prompts FILE: the user's prompts instead of fixtures
+    allow_unmatched: bool = False  # compare servers launched with different A/B settings
 
     def validate(self) -> None:
         if self.repetitions < 1:
@@ -299,6 +300,7 @@ class BenchReport:
     order: list[dict[str, Any]] = field(default_factory=list)  # every request, as sent
     sweep: list[Any] = field(default_factory=list)  # load.LevelResult
     wall_s: float | None = None
+    notes: list[str] = field(default_factory=list)  # about the comparison as a whole
 
     @property
     def baseline(self) -> str:
@@ -327,6 +329,7 @@ class BenchReport:
         return {
             "ok": self.ok,
             "baseline": self.baseline,
+            "notes": self.notes,
             "settings": {
                 "fixtures": self.fixtures,
                 "repetitions": o.repetitions,

@@ -1,0 +1,69 @@
+"""bench's A/B guard: servers compared must differ only in speculation (vllm#50722).
+
+Two deployments recorded as `dflashctl serve` records them, with the vLLM commands they were
+launched with; the guard reads those commands and refuses before any request is sent."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from support.cli import run_main
+
+from dflashctl.commands.bench.matched import check_matched
+from dflashctl.commands.bench.targets import resolve_targets
+from dflashctl.server import deployments as state
+
+SC = json.dumps(
+    {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 15}
+)
+
+
+def record(name: str, port: int, *flags: str, spec: bool = True) -> None:
+    cmd = ["vllm", "serve", "Qwen/Qwen3-8B", "--port", str(port)]
+    cmd += ["--speculative-config", SC] if spec else []
+    state.save(
+        state.Deployment(
+            name=name, engine="vllm", host=None, url=f"http://127.0.0.1:{port}", pid=os.getpid(),
+            starttime=0, log="/dev/null", run_dir="/tmp", port=port, bind="127.0.0.1",
+            model="Qwen/Qwen3-8B", model_id="Qwen/Qwen3-8B", drafter=None, cmd=cmd + list(flags),
+            started_at=state.now_iso(), spec="dflash" if spec else "none",
+        )
+    )  # fmt: skip
+
+
+def test_matched_servers_pass_and_a_url_is_noted():
+    record("plain", 9101, "--no-enable-prefix-caching", spec=False)
+    record("dflash", 9102, "--no-enable-prefix-caching")
+    assert check_matched(resolve_targets(["plain", "dflash"]), False) == []
+    notes = check_matched(resolve_targets(["plain", "http://127.0.0.1:9103"]), False)
+    assert notes and "not compared" in notes[0]
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--no-enable-prefix-caching"], "prefix caching: True on plain, False on dflash"),
+        (["--max-num-batched-tokens", "32768"], "max-num-batched-tokens: None on plain, 32768"),
+        (["--disable-custom-all-reduce"], "custom all-reduce"),
+        (["--max-model-len", "8192"], "max-model-len"),
+        (["--enforce-eager"], "eager mode"),
+    ],
+)
+def test_each_unmatched_setting_is_refused_by_name(monkeypatch, capsys, flags, named):
+    record("plain", 9101, spec=False)
+    record("dflash", 9102, *flags)
+    code, out, err = run_main(monkeypatch, capsys, "bench", "plain", "dflash")
+    text = " ".join(err.split())
+    assert code == 2 and out == "" and "Traceback" not in text
+    assert named in text and "--allow-unmatched" in text
+
+
+def test_allow_unmatched_keeps_the_difference_in_the_notes():
+    record("plain", 9101, spec=False)
+    record("dflash", 9102, "--no-enable-prefix-caching")
+    notes = check_matched(resolve_targets(["plain", "dflash"]), True)
+    assert notes == [
+        "unmatched A/B (--allow-unmatched): prefix caching: True on plain, False on dflash"
+    ]
