@@ -23,7 +23,8 @@ from dflashctl.drafter.config import (
     resolve,
     target_text_config,
 )
-from dflashctl.drafter.formats import read_format
+from dflashctl.drafter.formats import Reading, read_format
+from dflashctl.drafter.gguf_config import is_gguf
 from dflashctl.drafter.header import Header
 from dflashctl.drafter.registry import DrafterEntry, Identification
 from dflashctl.drafter.report import VerifyReport, layer_table, read_lock, registry_rows
@@ -80,10 +81,13 @@ def context(
     target: dict[str, Any] | None,
     header: Header | None,
     engine: str,
+    reading: Reading | None = None,
 ) -> Ctx:
+    """`reading`: a config already read from another format (a GGUF drafter); else `cfg` is
+    read as z-lab native or speculators."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine '{engine}'", f"use one of: {', '.join(ENGINES)}")
-    reading = read_format(cfg)
+    reading = reading or read_format(cfg)
     cfg = reading.native
     text = target_text_config(target) if target is not None else None
     n_target, n_src = _n_target_layers(cfg, text, entry)
@@ -100,8 +104,9 @@ def context(
         r=r_v1 if engine == "vllm" else r_v2,
         r_v2=r_v2,
     )
-    if reading.is_speculators:
-        c.add("format", "ok", reading.format, None, "read as vLLM's speculators loader reads it")
+    if reading.format != "z-lab native":
+        how = "vLLM's speculators loader" if reading.is_speculators else "llama.cpp"
+        c.add("format", "ok", reading.format, None, f"read as {how} reads it")
         for name, status, found, hint in reading.notes:
             c.add(name, status, found, None, hint)
         for name, status, found, expected, hint in reading.problems:
@@ -141,6 +146,9 @@ def verify_local(
         raise UsageError(f"unknown engine '{engine}'", f"use one of: {', '.join(ENGINES)}")
     from dflashctl.drafter import registry
     from dflashctl.drafter.header import find_checkpoint, read_header
+
+    if is_gguf(path):
+        return _verify_gguf(path, drafter=drafter, target=target, engine=engine, fix=fix)
 
     cfg_file = config_path(path)
     directory = cfg_file.parent
@@ -232,3 +240,37 @@ def _parse(raw: bytes, path: Path) -> dict[str, Any]:
     from dflashctl.drafter.config import parse_json_object
 
     return parse_json_object(raw, path)
+
+
+def _verify_gguf(
+    path: Path, *, drafter: str | None, target: Path | None, engine: str, fix: bool
+) -> VerifyReport:
+    """A llama.cpp drafter: its metadata read as the native view, judged by the same rules."""
+    from dflashctl.drafter import registry
+    from dflashctl.drafter.gguf_config import read_gguf
+
+    if fix:
+        raise UsageError(
+            f"--fix edits config.json files; {path} is a GGUF drafter",
+            "reconvert it from a corrected config (llama.cpp's convert_hf_to_gguf.py)",
+        )
+    reading = read_gguf(path)
+    entry = registry.get_entry(drafter) if drafter else None
+    ident = Identification(entry, f"--drafter {drafter}") if drafter else None
+    target_file = config_path(target) if target is not None else None
+    target_cfg = read_json_object(target_file, what="target config") if target_file else None
+    ctx = context(reading.native, entry=entry, target=target_cfg, header=None, engine=engine,
+                  reading=reading)  # fmt: skip
+    return VerifyReport(
+        path=path,
+        engine=engine,
+        checks=ctx.checks,
+        entry=entry,
+        identification=ident,
+        resolved=ctx.r,
+        layers=layer_table(ctx.cfg, ctx.r),
+        num_target_layers=ctx.n_target,
+        num_target_layers_source=ctx.n_target_source,
+        weights=path,
+        target=target_file,
+    )
