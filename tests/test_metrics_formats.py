@@ -109,3 +109,62 @@ def test_engine_lines_win_over_a_summary_in_the_same_log(tmp_path: Path) -> None
     )
     r = analyze_source(str(log), MetricsOptions())
     assert [w.format for w in r.state.windows] == ["vllm-0.10.2+"]
+
+
+def _prefix_log(tmp_path: Path, hits: list[float]) -> Path:
+    from support.vllm_metrics import engine_line, spec_line, write_log
+
+    lines = []
+    for i, hit in enumerate(hits):
+        pp = [0.8, 0.6, 0.45, 0.3, 0.2] if hit < 10 else [0.35, 0.15, 0.05, 0.02, 0.01]
+        lines += [engine_line(10 * i, running=4, hit=hit), spec_line(10 * i, per_position=pp)]
+    return write_log(tmp_path / "prefix.log", lines)
+
+
+def test_acceptance_low_where_the_prefix_cache_hits_names_prefix_caching_first(tmp_path):
+    """The vllm#47930 signature in vLLM's own lines: the windows whose `Prefix cache hit rate`
+    is high accept far less than those where it is ~0."""
+    r = analyze_source(str(_prefix_log(tmp_path, [0.0] * 6 + [62.0] * 6)), MetricsOptions())
+    judged = [f for f in r.findings if f.kind in ("decay", "collapse", "below_expected")]
+    assert judged, [f.kind for f in r.findings]
+    first = judged[0].likely_causes[0].cause
+    assert first.startswith("prefix caching:") and "vllm#47930" in first
+    assert r.state.windows[-1].prefix_cache_hit_rate == 0.62
+
+
+def test_the_same_fall_without_prefix_hits_does_not_blame_the_cache(tmp_path):
+    from support.vllm_metrics import engine_line, spec_line, write_log
+
+    lines = []
+    for i in range(12):
+        pp = [0.8, 0.6, 0.45, 0.3, 0.2] if i < 6 else [0.35, 0.15, 0.05, 0.02, 0.01]
+        lines += [engine_line(10 * i, running=4), spec_line(10 * i, per_position=pp)]
+    r = analyze_source(str(write_log(tmp_path / "fall.log", lines)), MetricsOptions())
+    causes = [c.cause for f in r.findings for c in f.likely_causes]
+    assert causes and not any(c.startswith("prefix caching:") for c in causes)
+
+
+def test_prometheus_windows_carry_the_prefix_cache_hit_rate():
+    from datetime import datetime
+
+    from dflashctl.metrics import prom
+
+    def page(drafts, accepted, hits, queries):
+        return (
+            "# TYPE vllm:spec_decode_num_drafts counter\n"
+            f'vllm:spec_decode_num_drafts_total{{engine="0"}} {drafts}\n'
+            "# TYPE vllm:spec_decode_num_draft_tokens counter\n"
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {drafts * 5}\n'
+            "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {accepted}\n'
+            "# TYPE vllm:prefix_cache_hits counter\n"
+            f'vllm:prefix_cache_hits_total{{engine="0"}} {hits}\n'
+            "# TYPE vllm:prefix_cache_queries counter\n"
+            f'vllm:prefix_cache_queries_total{{engine="0"}} {queries}\n'
+        )
+
+    now = datetime(2026, 12, 6, 12, 0, 0)
+    a = prom.parse_reading(page(100, 200, 1000, 4000), at=now, monotonic=0.0, url="u")
+    b = prom.parse_reading(page(300, 300, 4000, 8000), at=now, monotonic=10.0, url="u")
+    w, reset = prom.window_between(a, b)
+    assert w is not None and not reset and w.prefix_cache_hit_rate == 0.75

@@ -30,6 +30,7 @@ from dflashctl.metrics.causes import (
     cause_drift,
     cause_long_context,
     cause_mismatch,
+    cause_prefix_cache,
     cause_quant,
     cause_revision,
     cause_thinking,
@@ -38,6 +39,7 @@ from dflashctl.metrics.causes import (
     causes_for,
     method_causes,
     method_family,
+    prefix_cache_signature,
     server_url,
     signature_of,
 )
@@ -96,9 +98,12 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
         if not any(f.kind in ("position_cliff", "collapse") for f in out):
             out += _weak_positions(ws, ctx)
         out += _looping(ws, th)
+        prefix = prefix_cache_signature(ws)
         for f in out:
             f.stream = stream
             f.message = label + f.message
+            if prefix and f.kind in ("collapse", "decay", "below_expected", "position_cliff"):
+                f.likely_causes.insert(0, cause_prefix_cache(th, prefix))
         findings += out
     return findings
 

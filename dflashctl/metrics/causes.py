@@ -5,8 +5,10 @@ come first"; ../shared/docs/dflash-facts.md §12). Pure: no I/O, no printing."""
 
 from __future__ import annotations
 
+import statistics
+
 from dflashctl.metrics.thresholds import Thresholds
-from dflashctl.metrics.window import Cause
+from dflashctl.metrics.window import Cause, SpecWindow
 
 
 def _name(th: Thresholds) -> str:
@@ -337,4 +339,44 @@ def cause_batch_off(th: Thresholds, limit: int | None) -> Cause:
         "many requests run, so each step commits exactly one token (accept len 1.00). "
         "Expected, not a fault; judge acceptance at smaller batches",
         f"{_grep_cfg(th)}; then dflashctl smoke {server_url(th)} (one request at a time)",
+    )
+
+
+PREFIX_LOW, PREFIX_HIGH = 0.10, 0.30  # hit-rate groups compared by the prefix-cache signature
+
+
+def prefix_cache_signature(ws: list[SpecWindow]) -> str | None:
+    """Acceptance lower where the prefix cache hits (vllm#47930: the drafter's context is not
+    written for cached tokens): windows with a hit rate ≥ 30 % accept ≤ 80 % of what windows
+    with < 10 % accept (at least two windows each). The evidence as text, else None."""
+
+    def tau(w: SpecWindow) -> float | None:
+        if w.mean_acceptance_length is not None:
+            return w.mean_acceptance_length
+        rate = w.draft_acceptance_rate
+        return 1 + rate * (w.k or 1) if rate is not None else None
+
+    low = [t for w in ws if w.prefix_cache_hit_rate is not None
+           and w.prefix_cache_hit_rate < PREFIX_LOW and (t := tau(w)) is not None]  # fmt: skip
+    high = [(t, w.prefix_cache_hit_rate) for w in ws if w.prefix_cache_hit_rate is not None
+            and w.prefix_cache_hit_rate >= PREFIX_HIGH and (t := tau(w)) is not None]  # fmt: skip
+    if len(low) < 2 or len(high) < 2:
+        return None
+    lo, hi = statistics.median(low), statistics.median(t for t, _ in high)
+    if hi > 0.8 * lo:
+        return None
+    rate = statistics.median(r for _, r in high)
+    return (
+        f"mean acceptance length {hi:.2f} in the {len(high)} windows whose prefix cache hit rate "
+        f"was ≥ {PREFIX_HIGH:.0%} (median {rate:.0%}) against {lo:.2f} in the {len(low)} below "
+        f"{PREFIX_LOW:.0%}"
+    )
+
+
+def cause_prefix_cache(th: Thresholds, evidence: str) -> Cause:
+    return Cause(
+        f"prefix caching: {evidence}. A DFlash/DSpark drafter's context is written only for "
+        "tokens the target ran, so cached prefixes leave it reading stale entries "
+        "(vllm#47930, z-lab/dflash#165)",
+        f"relaunch with --no-enable-prefix-caching and read again: dflashctl metrics {th.source}",
     )

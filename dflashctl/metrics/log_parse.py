@@ -403,9 +403,15 @@ _COMPANION_RE = re.compile(
 )
 
 
+_PREFIX_HIT_RE = re.compile(r"Prefix cache hit rate: (\d+(?:\.\d+)?)%")
+
+
 def parse_companion(text: str) -> dict[str, float | str]:
     """vLLM's `Engine 000: Avg prompt throughput: …` line logged just before the spec line."""
     out: dict[str, float | str] = {}
+    hit = _PREFIX_HIT_RE.search(text)
+    if hit:
+        out["prefix_cache_hit_rate"] = float(hit.group(1)) / 100.0
     f = _COMPANION_RE.search(text)
     if f:
         out["engine"] = f"engine {int(f.group(1))}"

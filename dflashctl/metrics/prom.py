@@ -22,6 +22,8 @@ V_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 V_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 V_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 V_GEN = "vllm:generation_tokens"
+V_PREFIX_HITS = "vllm:prefix_cache_hits"
+V_PREFIX_QUERIES = "vllm:prefix_cache_queries"
 V_RUNNING = "vllm:num_requests_running"
 V_WAITING = "vllm:num_requests_waiting"
 _SGL_GAUGES = ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs")
@@ -40,6 +42,8 @@ class PromReading:
     accepted: float | None = None
     per_pos: dict[int, float] = field(default_factory=dict)
     gen_tokens: float | None = None
+    prefix_hits: float | None = None
+    prefix_queries: float | None = None
     running: float | None = None
     waiting: float | None = None
     sgl: dict[str, float] = field(default_factory=dict)
@@ -142,6 +146,10 @@ def parse_reading(text: str, *, at: datetime, monotonic: float, url: str = "") -
                 r.per_pos[pos] = r.per_pos.get(pos, 0.0) + v
             elif base == V_GEN:
                 r.gen_tokens = add(r.gen_tokens, v)
+            elif base == V_PREFIX_HITS:
+                r.prefix_hits = add(r.prefix_hits, v)
+            elif base == V_PREFIX_QUERIES:
+                r.prefix_queries = add(r.prefix_queries, v)
             elif base == V_RUNNING:
                 r.running = add(r.running, v)
             elif base == V_WAITING:
@@ -203,6 +211,10 @@ def window_between(a: PromReading, b: PromReading) -> tuple[SpecWindow | None, b
             w.generation_throughput = (b.gen_tokens - a.gen_tokens) / secs
     w.running_reqs = int(b.running) if b.running is not None else None
     w.waiting_reqs = int(b.waiting) if b.waiting is not None else None
+    if None not in (a.prefix_hits, a.prefix_queries, b.prefix_hits, b.prefix_queries) and not reset:
+        queried = b.prefix_queries - a.prefix_queries  # type: ignore[operator]
+        if queried > 0:
+            w.prefix_cache_hit_rate = (b.prefix_hits - a.prefix_hits) / queried  # type: ignore[operator]
     return w, reset
 
 

@@ -566,6 +566,8 @@ class LogScanner:
             w.running_reqs = int(r) if isinstance(r, float) else None
             q = comp.get("waiting")
             w.waiting_reqs = int(q) if isinstance(q, float) else None
+            h = comp.get("prefix_cache_hit_rate")
+            w.prefix_cache_hit_rate = float(h) if isinstance(h, float) else None
         return w, info.ts
 
     def new_windows(self) -> list[SpecWindow]:

@@ -40,6 +40,7 @@ class SpecWindow:
     running_reqs: int | None = None
     prompt_throughput: float | None = None  # tokens/s prefilled (> 0: a request was admitted)
     waiting_reqs: int | None = None
+    prefix_cache_hit_rate: float | None = None  # fraction 0-1 over the window, when known
     offset: int = -1  # byte offset of the line in the log (-1: not from a log)
     cumulative: bool = False  # a since-start total rather than one interval
 

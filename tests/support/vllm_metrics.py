@@ -42,12 +42,19 @@ def spec_line(
 
 
 def engine_line(
-    sec: int, *, running: int = 2, gen: float = 250.0, pid: int = 1, idx: int = 0
+    sec: int,
+    *,
+    running: int = 2,
+    gen: float = 250.0,
+    pid: int = 1,
+    idx: int = 0,
+    hit: float = 0.0,
 ) -> str:
     return (
         f"(APIServer pid={pid}) INFO {ts(sec)} [loggers.py:335] Engine {idx:03d}: Avg prompt "
         f"throughput: 10.0 tokens/s, Avg generation throughput: {gen:.1f} tokens/s, Running: "
-        f"{running} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%"
+        f"{running} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: "
+        f"{hit:.1f}%"
     )
 
 
