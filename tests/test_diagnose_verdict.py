@@ -345,3 +345,19 @@ def test_first_divergence_in_characters_and_tokens():
 
     assert diverging_token("abcdXY", [1, 2, 3], decode) == 2
     assert diverging_token("abcdef", [1, 2, 3], decode) == 3
+
+
+def test_late_text_drift_is_a_note_and_early_divergence_a_warning():
+    """Verify kernels are not bit-identical to decode ones: greedy text that drifts apart late
+    is expected (acceptance is compared); a difference in the first characters is not."""
+    from dflashctl.commands.diagnose.measure import Side
+    from dflashctl.commands.diagnose.run import _text_findings
+    from dflashctl.commands.diagnose.verdict import PromptComparison
+
+    prod, ref = Side("production", "p"), Side("reference", "r")
+    late = [PromptComparison("code", False, char=212), PromptComparison("prose", True)]
+    (f,) = _text_findings(prod, ref, late)
+    assert f.severity == "note" and "expected" in f.message and "character 212" in f.message
+    early = [PromptComparison("code", False, char=3), PromptComparison("prose", False, char=300)]
+    (g,) = _text_findings(prod, ref, early)
+    assert g.severity == "warning" and "early" in g.message and len(g.evidence) == 1

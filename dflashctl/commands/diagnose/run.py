@@ -72,6 +72,9 @@ from dflashctl.fixtures import Prompt, load_prompt_file, load_prompts
 
 DEFAULT_MAX_TOKENS = 128
 
+# a first difference this early is a different target or prompt, not kernel drift
+EARLY_DIVERGENCE_CHARS = 24
+
 
 @dataclass
 class DiagnoseOptions:
@@ -476,19 +479,37 @@ def _text_findings(
                 )
             )
     diverged = [c for c in comparisons if c.same_text is False]
-    if diverged:
+    early = [c for c in diverged if c.char is not None and c.char < EARLY_DIVERGENCE_CHARS]
+    if diverged and not early:
+        # verify kernels are not bit-identical to decode ones: in bf16 greedy text drifts after
+        # a while with nothing wrong (SGLang's DFLASH notes, NVIDIA Model-Optimizer#1211);
+        # acceptance is what the verdict compares
         out.append(
             Finding(
                 "text",
-                f"the greedy text differs between the engines on {len(diverged)} of "
-                f"{len(comparisons)} prompts: a target-side difference (dtype, quantization, "
-                "another checkpoint or revision, a chat template)",
+                f"the greedy text drifts apart late on {len(diverged)} of {len(comparisons)} "
+                f"prompts (first difference at character {min(c.char or 0 for c in diverged)} or "
+                "later): expected between engines whose verify kernels differ from their decode "
+                "kernels in bf16; the verdict compares acceptance and per-position rates, not text",
+                [],
+                NOTE,
+                "compare in float32 where both engines allow it for byte-identical text",
+            )
+        )
+    elif diverged:
+        out.append(
+            Finding(
+                "text",
+                f"the greedy text differs between the engines early (within the first "
+                f"{EARLY_DIVERGENCE_CHARS} characters) on {len(early)} of {len(comparisons)} "
+                "prompts: a target-side difference (dtype, quantization, another checkpoint or "
+                "revision, a chat template)",
                 [
                     f"{c.prompt_id}: first difference at character {c.char}"
                     + (f" (token {c.token})" if c.token is not None else "")
                     + f": production {c.production_excerpt!r} vs reference "
                     f"{c.reference_excerpt!r}"
-                    for c in diverged
+                    for c in early
                 ],
                 WARNING,
                 "serve the same checkpoint and dtype as the drafter was trained against",
