@@ -47,6 +47,15 @@ def metrics(
     exit_on_alarm: Annotated[
         bool, typer.Option("--exit-on-alarm", help="With --follow: exit 1 at the first alarm.")
     ] = False,
+    serve_metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--serve-metrics",
+            metavar="ADDR:PORT",
+            help="Follow the source and expose what it reads on http://ADDR:PORT/metrics "
+            "(dflashctl_spec_* counters, dflashctl_alarm) for Prometheus; implies --follow.",
+        ),
+    ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG chart (needs matplotlib).")
     ] = None,
@@ -71,6 +80,7 @@ def metrics(
       dflashctl metrics local-8000                  # a deployment: its log
       dflashctl metrics server.log --drafter qwen3-8b-dflash-b16 --min-acceptance-length 2.5
       dflashctl metrics server.log --follow --exit-on-alarm
+      dflashctl metrics sglang.log --serve-metrics 127.0.0.1:9400   # for Prometheus
     """
     from dflashctl.hosts import set_command_ssh
 
@@ -95,11 +105,19 @@ def metrics(
         host=host,
         ssh=SSHOptions(ssh_config=src.ssh_config) if src.ssh_config else None,
     )
-    if follow:
+    if follow or serve_metrics:
         from dflashctl.commands.metrics.render import run_follow
         from dflashctl.metrics.follow import follow_source
 
         events = follow_source(source, opts)
+        if serve_metrics:
+            from dflashctl.commands.metrics.render import say_serving
+            from dflashctl.monitoring.exporter import SpecExporter, start
+
+            exporter = SpecExporter(source)
+            server = start(exporter, serve_metrics)
+            say_serving(server.server_address, json_out=json_out)
+            events = exporter.tap(events)
         raise typer.Exit(run_follow(events, json_out=json_out, exit_on_alarm=exit_on_alarm))
     report = analyze_source(source, opts)
     if plot is not None:

@@ -268,3 +268,13 @@ def _print_event(ev: FollowEvent, console: Console) -> None:
         console.print(
             f"[dim]{escape(ev.kind)}{': ' + escape(ev.message) if ev.message else ''}[/dim]"
         )
+
+
+def say_serving(address: tuple[Any, ...], *, json_out: bool, console: Console = out) -> None:
+    """The exporter's address, first (an NDJSON event with --json)."""
+    host, port = address[0], address[1]
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+    if json_out:
+        _ndjson({"event": "serving", "url": url})
+    else:
+        console.print(f"[bold]serving[/bold] {escape(url)} (dflashctl_spec_*, dflashctl_alarm)")
