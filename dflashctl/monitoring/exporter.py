@@ -68,8 +68,12 @@ class SpecExporter:
     def record(self, ev: FollowEvent) -> None:
         if ev.kind in ("history", "end") and ev.report is not None:
             if ev.kind == "history":
+                # the windows the follower kept (the latest ones): counters start from them,
+                # which rate() does not mind; the window count is every window read
                 for w in ev.report.state.windows:
                     self.observe(w)
+                with self._lock:
+                    self._windows = max(self._windows, ev.report.state.total_windows)
             self.set_alarms(ev.report.findings)
         elif ev.kind == "window" and ev.window is not None:
             self.observe(ev.window)
