@@ -30,6 +30,7 @@ from dflashctl.commands.metrics import command as metrics
 from dflashctl.commands.run import command as run
 from dflashctl.commands.serve import command as serve
 from dflashctl.commands.smoke import command as smoke
+from dflashctl.commands.tune import command as tune
 from dflashctl.commands.verify_config import command as verify_config
 from dflashctl.console import error
 from dflashctl.errors import DflashError
@@ -90,6 +91,7 @@ for name, fn in (
     ("diagnose", diagnose.diagnose),
     ("install", install.install),
     ("alerts", alerts.alerts),
+    ("tune", tune.tune),
 ):
     app.command(name, cls=Command, epilog=epilog(name))(fn)
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 HOST = ("verify-config", "fetch", "serve", "stop", "status", "smoke", "metrics", "bench", "run",
         "doctor", "diagnose", "install")  # fmt: skip
-RECORDS = ("serve", "stop", "status", "smoke", "metrics", "bench", "run", "demo", "diagnose")
+RECORDS = ("serve", "stop", "status", "smoke", "metrics", "bench", "run", "demo", "diagnose",
+           "tune")  # fmt: skip
 HUB = ("fetch", "run", "doctor")
 REGISTRY = ("verify-config", "fetch", "serve", "smoke", "metrics", "run", "demo", "diagnose")
-DEMO = ("serve", "run", "demo", "diagnose")
+DEMO = ("serve", "run", "demo", "diagnose", "tune")
 
 # (name, what it does, the commands it affects)
 VARIABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -30,7 +31,7 @@ VARIABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "DFLASHCTL_ENGINE_STATIC=1|0",
         "the bundled engine's device-resident step on or off (default: on for CUDA)",
-        ("serve", "demo", "diagnose", "bench"),
+        ("serve", "demo", "diagnose", "bench", "tune"),
     ),
     (
         "DFLASHCTL_ENGINE_COMPILE=MODE",

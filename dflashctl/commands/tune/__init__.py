@@ -1,0 +1,1 @@
+"""`dflashctl tune`: choose K by measured decode speed (docs/tune.md)."""

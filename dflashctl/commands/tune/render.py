@@ -1,0 +1,71 @@
+"""`dflashctl tune`'s output: the table per K and prompt kind, the recommendation."""
+
+from __future__ import annotations
+
+import json
+
+from rich.markup import escape
+from rich.table import Table
+
+from dflashctl.commands.tune.run import TuneReport
+from dflashctl.console import emit_json, err, out
+
+
+def progress(msg: str) -> None:
+    err.print(f"[dim]{escape(msg)}[/dim]")
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return fmt.format(x) if x is not None else "—"
+
+
+def tune_table(report: TuneReport) -> Table:
+    t = Table(title="Decode tokens/s by K (median, min–max; τ; speed vs off)", title_justify="left")
+    t.add_column("K")
+    for f in report.fixtures():
+        t.add_column(f, justify="right")
+    for r in report.results:
+        row = ["off" if r.k == 0 else str(r.k)]
+        for f in report.fixtures():
+            v, rng = r.decode.get(f), r.spread.get(f) or []
+            cell = _f(v, "{:.1f}")
+            if len(rng) == 2:
+                cell += f" ({rng[0]:.1f}–{rng[1]:.1f})"
+            tau, sp = r.tau.get(f), report.speedup(r, f)
+            if r.k and tau is not None:
+                cell += f"; τ {tau:.2f}"
+            if r.k and sp is not None:
+                cell += f"; {sp:.2f}×"
+            row.append(cell)
+        t.add_row(*row)
+    return t
+
+
+def render_tune(report: TuneReport) -> None:
+    out.print(tune_table(report))
+    best = report.best()
+    if best is None:
+        out.print("no K was measured")
+        return
+    name = "off (plain decoding)" if best[0] == 0 else f"K = {best[0]}"
+    out.print(f"best overall: {name} ({best[1]:.1f} tokens/s, geometric mean over the kinds)")
+    for f in report.fixtures():
+        b = report.best(f)
+        if b:
+            out.print(f"  {escape(f)}: {'off' if b[0] == 0 else f'K = {b[0]}'}")
+    table = report.batch_size_table()
+    if table is not None:
+        out.print(
+            'vLLM: --speculative-config \'{"num_speculative_tokens_per_batch_size": '
+            + escape(json.dumps(table))
+            + "}' (0: no speculation at that batch size)",
+            soft_wrap=True,
+        )
+    if best[0]:
+        out.print(f"serve it: dflashctl serve ... --num-speculative-tokens {best[0]}")
+    for n in report.notes:
+        out.print(f"note: {escape(n)}")
+
+
+def emit_tune_json(report: TuneReport) -> None:
+    emit_json(report.to_json())

@@ -1,0 +1,292 @@
+"""`dflashctl tune`: choose K — and whether to speculate at all — by measured decode speed.
+
+For each K of a ladder (0 = speculation off, the plain control), one server is launched the way
+`serve` launches it (detached, its own deployment name), measured with `bench`'s matched method
+(the same fixtures or prompts, batch one, greedy, a warm-up, repetitions; concurrency levels if
+asked) and stopped before the next K starts, so servers never share the machine. Every K's
+figures are written to a state file as soon as they exist: a run that stops (a lost connection
+to a remote host, Ctrl-C) resumes from it with the same command. The recommendation is the
+fastest K per prompt kind and overall (the geometric mean over kinds), "off" where plain
+decoding wins, and — with concurrency levels — the fastest K per level as vLLM's
+`num_speculative_tokens_per_batch_size` table. No printing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflashctl.errors import DflashError, UsageError
+
+Say = Callable[[str], None]
+MAX_LADDER = 12
+
+
+@dataclass
+class TuneOptions:
+    engine: str = "local"
+    model: str | None = None
+    drafter: str | None = None
+    host: str | None = None
+    python: str | None = None
+    port: int | None = None
+    ladder: str | None = None  # "0,3,7,15"; None: off, 1, 3, 7 and block_size - 1
+    fixtures: str | None = None
+    prompts_file: Path | None = None
+    repetitions: int = 2
+    warmup_tokens: int = 32
+    max_tokens: int = 96
+    concurrency: str | None = None
+    timeout: float = 120.0
+    state_file: Path | None = None  # results so far, for a resumed run
+    extra_args: list[str] = field(default_factory=list)
+
+    def key(self) -> dict[str, Any]:
+        """What a state file must match to be resumed."""
+        return {
+            "engine": self.engine, "model": self.model, "drafter": self.drafter,
+            "host": self.host, "fixtures": self.fixtures,
+            "prompts": str(self.prompts_file) if self.prompts_file else None,
+            "repetitions": self.repetitions, "max_tokens": self.max_tokens,
+            "concurrency": self.concurrency,
+        }  # fmt: skip
+
+
+@dataclass
+class KResult:
+    k: int  # 0: speculation off
+    decode: dict[str, float | None]  # fixture -> median decode tokens/s
+    spread: dict[str, list[float]]  # fixture -> [min, max] over repetitions
+    tau: dict[str, float | None]  # fixture -> mean acceptance length
+    by_level: dict[int, float | None] = field(default_factory=dict)  # concurrency -> tokens/s
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"k": self.k, "decode_tokens_per_s": self.decode, "spread": self.spread,
+                "mean_acceptance_length": self.tau,
+                "output_tokens_per_s_by_concurrency": {str(c): v for c, v in self.by_level.items()},
+                "errors": self.errors}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> KResult:
+        return cls(
+            int(d["k"]), dict(d["decode_tokens_per_s"]), dict(d["spread"]),
+            dict(d["mean_acceptance_length"]),
+            {int(c): v for c, v in (d.get("output_tokens_per_s_by_concurrency") or {}).items()},
+            list(d.get("errors") or []),
+        )  # fmt: skip
+
+
+@dataclass
+class TuneReport:
+    options: TuneOptions
+    ladder: list[int]
+    results: list[KResult]
+    resumed: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fixtures(self) -> list[str]:
+        return sorted({f for r in self.results for f in r.decode})
+
+    def best(self, fixture: str | None = None) -> tuple[int, float] | None:
+        """(K, tokens/s) of the fastest K for one fixture, or overall (geometric mean)."""
+        scored = []
+        for r in self.results:
+            if fixture is not None:
+                v = r.decode.get(fixture)
+            else:
+                vals = [r.decode.get(f) for f in self.fixtures()]
+                v = (math.prod(vals) ** (1 / len(vals))  # type: ignore[arg-type]
+                     if vals and all(x for x in vals) else None)  # fmt: skip
+            if v:
+                scored.append((v, r.k))
+        if not scored:
+            return None
+        v, k = max(scored)
+        return k, v
+
+    def speedup(self, r: KResult, fixture: str) -> float | None:
+        off = next((x for x in self.results if x.k == 0), None)
+        base = off.decode.get(fixture) if off else None
+        mine = r.decode.get(fixture)
+        return mine / base if base and mine else None
+
+    def batch_size_table(self) -> list[list[int]] | None:
+        """vLLM's `num_speculative_tokens_per_batch_size`: [[lo, hi, k], …] from the fastest K
+        at each concurrency level (0 where plain decoding wins); None without levels."""
+        levels = sorted({c for r in self.results for c in r.by_level})
+        if not levels:
+            return None
+        table: list[list[int]] = []
+        for i, c in enumerate(levels):
+            scored = [(r.by_level.get(c) or 0.0, r.k) for r in self.results]
+            k = max(scored)[1]
+            lo = 1 if i == 0 else levels[i - 1] + 1
+            hi = c if i < len(levels) - 1 else 1 << 16
+            if table and table[-1][2] == k:
+                table[-1][1] = hi
+            else:
+                table.append([lo, hi, k])
+        return table
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best()
+        return {
+            "ladder": self.ladder,
+            "resumed": self.resumed,
+            "results": [r.to_json() for r in self.results],
+            "best": {"k": best[0], "geomean_decode_tokens_per_s": round(best[1], 2)}
+            if best
+            else None,
+            "best_per_fixture": {
+                f: (b[0] if (b := self.best(f)) else None) for f in self.fixtures()
+            },
+            "num_speculative_tokens_per_batch_size": self.batch_size_table(),
+            "notes": self.notes,
+        }
+
+
+def parse_ladder(text: str | None, block_k: int | None) -> list[int]:
+    """The K values, 0 first (the control); the default ladder stops at block_size - 1."""
+    if text is None:
+        top = block_k or 15
+        return [0, *sorted({k for k in (1, 3, 7, top) if k <= top})]
+    try:
+        ks = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--k {text!r} is not a list of integers", "e.g. --k 0,3,7,15") from None
+    if not ks or ks[0] < 0 or len(ks) > MAX_LADDER:
+        raise UsageError(
+            f"--k {text!r}: give 1 to {MAX_LADDER} values ≥ 0 (0 = speculation off)",
+            "e.g. --k 0,3,7,15",
+        )
+    if block_k is not None and ks[-1] > block_k:
+        raise UsageError(
+            f"--k {ks[-1]}: the drafter's block drafts at most {block_k} tokens",
+            f"keep K ≤ {block_k} (block_size − 1)",
+        )
+    return ks if ks[0] == 0 else [0, *ks]
+
+
+def _load_state(opts: TuneOptions) -> dict[int, KResult]:
+    path = opts.state_file
+    if path is None or not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        if data.get("key") != opts.key():
+            raise UsageError(
+                f"{path} holds a tune run with other settings",
+                "use the same command to resume, or another --state file",
+            )
+        return {r.k: r for r in (KResult.from_json(x) for x in data["results"])}
+    except (ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: not a tune state file ({e})") from None
+
+
+def _save_state(opts: TuneOptions, done: dict[int, KResult]) -> None:
+    if opts.state_file is None:
+        return
+    from dflashctl.files import write_json_atomic
+
+    write_json_atomic(
+        opts.state_file,
+        {"key": opts.key(), "results": [done[k].to_json() for k in sorted(done)]},
+    )
+
+
+def run_tune(opts: TuneOptions, *, say: Say | None = None) -> TuneReport:
+    say = say or (lambda _m: None)
+    if opts.repetitions < 1:
+        raise UsageError("--repetitions must be at least 1")
+    from dflashctl.hosts import open_host
+    from dflashctl.server.plan import demo_pair_dirs, speculative_tokens
+
+    model, drafter = opts.model, opts.drafter
+    with open_host(opts.host, python=opts.python) as host:
+        if model is None:
+            if opts.engine != "local":
+                raise UsageError(f"--engine {opts.engine} needs --model (and --drafter)")
+            model, drafter = demo_pair_dirs(host)
+        if drafter is None:
+            raise UsageError("tune needs a drafter: --drafter DIR (or neither, for the demo pair)")
+        block_k, _src = speculative_tokens(host, drafter)
+    ladder = parse_ladder(opts.ladder, block_k)
+    done = _load_state(opts)
+    report = TuneReport(opts, ladder, [], resumed=[k for k in ladder if k in done])
+    for k in ladder:
+        if k in done:
+            say(f"K={k}: kept from {opts.state_file}")
+            report.results.append(done[k])
+            continue
+        say(f"K={k}: launching" + (" (speculation off)" if k == 0 else ""))
+        result = _measure(opts, model, drafter, k, say)
+        done[k] = result
+        _save_state(opts, done)
+        report.results.append(result)
+    _notes(report)
+    return report
+
+
+def _measure(opts: TuneOptions, model: str, drafter: str, k: int, say: Say) -> KResult:
+    from dflashctl.commands.bench.run import run_bench
+    from dflashctl.commands.bench.session import BenchOptions
+    from dflashctl.hosts.ssh import SSHOptions
+    from dflashctl.server import deployments as state
+    from dflashctl.server.book import run_serve
+    from dflashctl.server.control import stop_deployment
+    from dflashctl.server.plan import ServeOptions
+
+    name = f"tune-k{k}"
+    serve = ServeOptions(
+        engine=opts.engine, model=model, drafter=drafter, host=opts.host, python=opts.python,
+        port=opts.port, name=name, spec="none" if k == 0 else "dflash",
+        num_speculative_tokens=k or None, extra_args=list(opts.extra_args),
+    )  # fmt: skip
+    t0 = time.monotonic()
+    outcome = run_serve([serve], ssh=SSHOptions(), detach=True, dry_run=False)
+    launched = outcome.results[0] if outcome.results else None
+    if launched is None or not launched.ok:
+        why = (launched.reason if launched else None) or "; ".join(outcome.errors.values())
+        raise DflashError(f"tune: the server at K={k} did not start: {why}")
+    say(f"K={k}: up in {time.monotonic() - t0:.0f} s; measuring")
+    try:
+        bench = run_bench(
+            BenchOptions(
+                targets=[name], fixtures=opts.fixtures, prompts_file=opts.prompts_file,
+                repetitions=opts.repetitions, warmup_tokens=opts.warmup_tokens,
+                max_tokens=opts.max_tokens, concurrency=opts.concurrency, timeout=opts.timeout,
+            )
+        )  # fmt: skip
+    finally:
+        dep = state.load(name)
+        if dep is not None:
+            stop_deployment(dep, grace=10.0)
+    tr = bench.targets[0]
+    decode, spread, tau = {}, {}, {}
+    for fixture, cell in tr.cells.items():
+        decode[fixture] = cell.decode_tokens_per_s
+        rng = cell.decode_range
+        spread[fixture] = [rng[0], rng[1]] if rng else []
+        _s, w, _m = cell.acceptance()
+        tau[fixture] = w.mean_acceptance_length if (w and k) else None
+    levels = {lv.concurrency: lv.throughput for lv in bench.sweep}
+    return KResult(k, decode, spread, tau, levels, bench.failures)
+
+
+def _notes(report: TuneReport) -> None:
+    best = report.best()
+    off = next((r for r in report.results if r.k == 0), None)
+    if best and off and best[0] == 0:
+        report.notes.append("plain decoding is fastest overall here: do not speculate")
+    for r in report.results:
+        if r.k == 0:
+            continue
+        worse = [f for f in report.fixtures() if (s := report.speedup(r, f)) and s < 0.8]
+        if worse and len(worse) == len(report.fixtures()):
+            report.notes.append(f"K={r.k} is clearly worse than speculation off on every kind")
