@@ -169,9 +169,10 @@ def _finding_checks() -> list[tuple[str, str]]:
             causes.cause_batch_off(th, 32),
             causes.cause_block(th, 20),
             causes.cause_weak(th, 4),
+            causes.cause_prefix_cache(th, "τ 1.5 where the cache hits, 3.3 where it misses"),
             *(fn(th) for name, fn in vars(causes).items()
               if name.startswith("cause_") and name not in ("cause_batch_off", "cause_block",
-                                                            "cause_weak")),
+                                                            "cause_weak", "cause_prefix_cache")),
         ]  # fmt: skip
         for family in ("", "dflash", "eagle", "mtp", "medusa", "ngram", "draft"):
             for shape in ("dead", "cliff", "gradual", "unknown"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 from rich.markup import escape
 from rich.table import Table
@@ -62,7 +63,15 @@ def render_tune(report: TuneReport) -> None:
             soft_wrap=True,
         )
     if best[0]:
-        out.print(f"serve it: dflashctl serve ... --num-speculative-tokens {best[0]}")
+        o = report.options
+        argv = ["dflashctl", "serve"]
+        if o.engine != "local":
+            argv += ["--engine", o.engine]
+        for flag, value in (("--model", o.model), ("--drafter", o.drafter)):
+            if value:
+                argv += [flag, value]
+        out.print("serve it: " + escape(shlex.join([*argv, "--num-speculative-tokens",
+                                                     str(best[0])])), soft_wrap=True)  # fmt: skip
     for n in report.notes:
         out.print(f"note: {escape(n)}")
 
