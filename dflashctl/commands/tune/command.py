@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from dflashctl.commands.options import JsonOpt
+from dflashctl.commands.options import FixturesOpt, JsonOpt, PromptsOpt
 
 
 def tune(
@@ -22,13 +22,8 @@ def tune(
             "7 and block size - 1).",
         ),
     ] = None,
-    fixtures: Annotated[
-        str | None,
-        typer.Option("--fixtures", help="Comma-separated: code, prose, translation (default all)."),
-    ] = None,
-    prompts: Annotated[
-        Path | None, typer.Option("--prompts", help="Your prompts (a JSON list or JSONL file).")
-    ] = None,
+    fixtures: FixturesOpt = None,
+    prompts: PromptsOpt = None,
     repetitions: Annotated[
         int, typer.Option("--repetitions", help="Measured runs per prompt and K.")
     ] = 2,
