@@ -92,3 +92,15 @@ def test_state_is_written_atomically_after_each_k(tmp_path: Path):
     _save_state(opts, {0: KResult(0, {"a": 1.0}, {}, {})})
     assert json.loads(st.read_text())["results"][0]["k"] == 0
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary left behind
+
+
+def test_overlapping_spreads_are_named_as_ties():
+    r = [
+        KResult(0, {"code": 18.1}, {"code": [17.9, 18.2]}, {}),
+        KResult(1, {"code": 22.8}, {"code": [22.6, 22.9]}, {}),
+        KResult(3, {"code": 22.9}, {"code": [22.7, 23.0]}, {}),
+        KResult(7, {"code": 18.5}, {"code": [18.5, 18.5]}, {}),
+    ]
+    report = TuneReport(TuneOptions(), [0, 1, 3, 7], r)
+    assert report.best("code") == (3, 22.9) and report.ties("code") == [1]
+    assert report.to_json()["ties_per_fixture"] == {"code": [1]}

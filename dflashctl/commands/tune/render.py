@@ -53,7 +53,9 @@ def render_tune(report: TuneReport) -> None:
     for f in report.fixtures():
         b = report.best(f)
         if b:
-            out.print(f"  {escape(f)}: {'off' if b[0] == 0 else f'K = {b[0]}'}")
+            tied = ", ".join("off" if k == 0 else f"K = {k}" for k in report.ties(f))
+            tie = f" (a tie with {tied}: within each other's spread)" if tied else ""
+            out.print(f"  {escape(f)}: {'off' if b[0] == 0 else f'K = {b[0]}'}{tie}")
     table = report.batch_size_table()
     if table is not None:
         out.print(

@@ -110,6 +110,23 @@ class TuneReport:
         v, k = max(scored)
         return k, v
 
+    def ties(self, fixture: str) -> list[int]:
+        """Other K whose min–max over the repetitions overlaps the best K's on `fixture`: the
+        measurement does not tell them apart."""
+        best = self.best(fixture)
+        if best is None:
+            return []
+        top = next(r for r in self.results if r.k == best[0])
+        lo_hi = top.spread.get(fixture) or []
+        if len(lo_hi) != 2:
+            return []
+        out = []
+        for r in self.results:
+            rng = r.spread.get(fixture) or []
+            if r.k != top.k and len(rng) == 2 and rng[1] >= lo_hi[0] and rng[0] <= lo_hi[1]:
+                out.append(r.k)
+        return out
+
     def speedup(self, r: KResult, fixture: str) -> float | None:
         off = next((x for x in self.results if x.k == 0), None)
         base = off.decode.get(fixture) if off else None
@@ -146,6 +163,7 @@ class TuneReport:
             "best_per_fixture": {
                 f: (b[0] if (b := self.best(f)) else None) for f in self.fixtures()
             },
+            "ties_per_fixture": {f: self.ties(f) for f in self.fixtures()},
             "num_speculative_tokens_per_batch_size": self.batch_size_table(),
             "notes": self.notes,
         }
