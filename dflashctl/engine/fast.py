@@ -17,18 +17,18 @@ compiled step is what the graph captures.
     engine = Engine.load(target, drafter, device="cuda", dtype=torch.bfloat16)
     for chunk in engine.stream(ids, 256): ...        # uses StaticSteps on CUDA
 
-The only host synchronisation of a step is that read (`out.tolist()`).
+The only host synchronisation of a step is that read (`out.tolist()`). `Engine.stream` owns the
+loop; this module owns the step (it imports the engine for its type only).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 if TYPE_CHECKING:
-    from dflashctl.engine.generate import Engine, SpecStats
+    from dflashctl.engine.generate import Engine
 
 MIN_BUCKET = 64
 
@@ -159,20 +159,3 @@ class StaticSteps:
             self._run(length)
         self._graphs[length] = graph
         return graph
-
-
-def stream_static(
-    engine: Engine, ids: list[int], max_new_tokens: int, stats: SpecStats, steps: StaticSteps
-) -> Iterator[list[int]]:
-    """`Engine.stream`'s loop on `StaticSteps`: the same chunks, the same statistics."""
-    pending = [steps.prefill(ids)]
-    produced = 0
-    while True:
-        out, done = engine.cut(pending, max_new_tokens - produced)
-        produced += len(out)
-        yield out
-        if done:
-            return
-        pending, accepted = steps.step()
-        if engine.drafter is not None:
-            stats.observe(engine.k, accepted)

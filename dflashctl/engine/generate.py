@@ -14,7 +14,7 @@ per position; mean acceptance length = 1 + accepted / drafts.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,11 @@ def available_bytes(device: str) -> int | None:
     except OSError:
         return None
     return None
+
+
+# One step of `Engine.stream`: the last committed token -> (the tokens it commits, the drafts
+# accepted, the drafts proposed: 0 without a drafter).
+Step = Callable[[int], tuple[list[int], int, int]]
 
 
 class Engine:
@@ -324,35 +329,57 @@ class Engine:
             )
         stats = stats if stats is not None else SpecStats()
         if self.static and not isinstance(self.target, ReferenceTarget):
-            from dflashctl.engine.fast import StaticSteps, stream_static
-
-            if self._steps is None:
-                self._steps = StaticSteps(self)
-            yield from stream_static(self, ids, max_new_tokens, stats, self._steps)
-            return
-        token, taps = self.prefill(ids)
-        pos, produced = len(ids), 0
-        if self.drafter is not None:
-            self.drafter.write_context(taps, self._positions(0, len(ids)))
-        pending = [token]
+            first, step = self._static_steps(ids)
+        else:
+            first, step = self._eager_steps(ids)
+        pending = [first]
+        produced = 0
         while True:
             out, done = self.cut(pending, max_new_tokens - produced)
             produced += len(out)
             yield out
             if done:
                 return
-            anchor = pending[-1]
+            pending, accepted, drafted = step(pending[-1])
+            if drafted:
+                stats.observe(drafted, accepted)
+
+    def _static_steps(self, ids: list[int]) -> tuple[int, Step]:
+        """The device-resident step (engine/fast.py: no host sync inside it, CUDA graphs)."""
+        from dflashctl.engine.fast import StaticSteps
+
+        if self._steps is None:
+            self._steps = StaticSteps(self)
+        steps = self._steps
+        first = steps.prefill(ids)
+        k = self.k if self.drafter is not None else 0
+
+        def step(_anchor: int) -> tuple[list[int], int, int]:
+            committed, accepted = steps.step()  # the anchor lives on the device
+            return committed, accepted, k
+
+        return first, step
+
+    def _eager_steps(self, ids: list[int]) -> tuple[int, Step]:
+        """The plain loop: one host-driven decode or draft-verify-accept per step."""
+        token, taps = self.prefill(ids)
+        pos = len(ids)
+        if self.drafter is not None:
+            self.drafter.write_context(taps, self._positions(0, len(ids)))
+
+        def step(anchor: int) -> tuple[list[int], int, int]:
+            nonlocal pos
             if self.drafter is None:
-                pending = [self.decode_one(anchor, pos)]
                 pos += 1
-                continue
+                return [self.decode_one(anchor, pos - 1)], 0, 0
             committed, accepted, taps, n = self.speculate(anchor, pos)
-            stats.observe(n, accepted)
             self.drafter.write_context(
                 [t[:, : accepted + 1] for t in taps], self._positions(pos, accepted + 1)
             )
             pos += accepted + 1
-            pending = committed
+            return committed, accepted, n
+
+        return token, step
 
     def cut(self, pending: list[int], room: int) -> tuple[list[int], bool]:
         """What of the newly committed `pending` is emitted (up to an eos token, at most
