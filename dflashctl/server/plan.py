@@ -423,7 +423,8 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
     if not isinstance(host, OfflineHost) and spec.engine != "local":
         from dflashctl.server.known_defects import describe, plan_defects
 
-        p.engine_version, p.defects = plan_defects(p, host)
+        drafter_cfg = read_drafter_config(host, spec.drafter) if spec.drafter else None
+        p.engine_version, p.defects = plan_defects(p, host, drafter_cfg)
         p.notes += [describe(m) for m in p.defects]
     return p
 
