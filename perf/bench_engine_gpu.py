@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from dflashctl.drafter.config import build_target_layer_ids  # noqa: E402
 from dflashctl.engine.drafter import Drafter, DrafterArgs  # noqa: E402
-from dflashctl.engine.fast import StaticSteps  # noqa: E402
+from dflashctl.engine.fast import StaticSteps, greedy  # noqa: E402
 from dflashctl.engine.generate import Engine, SpecStats  # noqa: E402
 from dflashctl.engine.model import ModelArgs, Transformer, fuse_projections, rope_cache  # noqa: E402
 
@@ -188,14 +188,14 @@ def ours(
     # logits went unused would lose its lm_head and every layer the logits alone need
     def verify_only() -> None:
         logits, _ = engine.target(verify, pos, taps=engine.taps, mask=mask)
-        sink.copy_(logits[0].argmax(-1))
+        sink.copy_(greedy(logits[0]))
 
     def draft_only() -> None:
         assert engine.drafter is not None
         logits = engine.drafter.forward_static(
             block, start, length, engine.target.embed_tokens, engine.target.lm_head
         )
-        sink[:k].copy_(logits[0].argmax(-1))
+        sink[:k].copy_(greedy(logits[0]))
 
     def decode_only() -> None:
         steps._decode(length)

@@ -21,7 +21,7 @@ from support.tiny_checkpoints import (
     write_target,
 )
 
-from dflashctl.engine.fast import MIN_BUCKET, StaticSteps
+from dflashctl.engine.fast import MIN_BUCKET, StaticSteps, greedy
 from dflashctl.engine.generate import Engine, SpecStats
 from dflashctl.errors import EngineError
 
@@ -116,3 +116,16 @@ def test_an_unknown_compile_mode_is_refused_at_load(accepting, monkeypatch) -> N
     monkeypatch.setenv("DFLASHCTL_ENGINE_COMPILE", "reduce-overhead")
     with pytest.raises(EngineError, match="not a compile mode this engine runs"):
         Engine.load(*accepting, max_model_len=128)
+
+
+@pytest.mark.parametrize("vocab", [512, 49152, 151936, 1000])  # the last does not split in 64
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_chunked_greedy_pick_is_argmax_ties_included(vocab: int, dtype: torch.dtype) -> None:
+    g = torch.Generator().manual_seed(vocab)
+    logits = torch.randint(0, 5, (16, vocab), generator=g).to(dtype)  # every row full of ties
+    assert torch.equal(greedy(logits), logits.argmax(-1))
+    assert torch.equal(greedy(logits[3]), logits[3].argmax())  # one row, as the decode step
+    logits[7, vocab - 1] = 9  # the maximum alone in the last chunk
+    logits[8, :] = -1
+    logits[8, 5] = 0  # and alone in the first
+    assert greedy(logits)[7].item() == vocab - 1 and greedy(logits)[8].item() == 5
