@@ -378,6 +378,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per contender")
     ap.add_argument("--check-demo", type=Path, help="the demo target's directory")
+    ap.add_argument("--check-demo-only", action="store_true", help="only the --check-demo run")
     ap.add_argument(
         "--compile",
         default="default",
@@ -395,6 +396,11 @@ def main() -> None:
     p = PRESETS[args.preset]
     out: dict[str, Any] = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
                            "torch": torch.__version__, "preset": args.preset, **p}  # fmt: skip
+    if args.check_demo and args.check_demo_only:
+        with torch.inference_mode():
+            out["demo_check"] = check_demo(args.check_demo, dev, args.compile)
+        print(json.dumps(out, indent=1))
+        return
     with torch.inference_mode(), tempfile.TemporaryDirectory() as tmp:
         bw = copy_bandwidth(dev) if dev.type == "cuda" else 20e9
         out["copy_bandwidth_GBps"] = bw / 1e9

