@@ -19,6 +19,7 @@ import typer
 from dflashctl import __version__
 from dflashctl.commands.alerts import command as alerts
 from dflashctl.commands.bench import command as bench
+from dflashctl.commands.dashboard import command as dashboard
 from dflashctl.commands.demo import command as demo
 from dflashctl.commands.diagnose import command as diagnose
 from dflashctl.commands.doctor import command as doctor
@@ -91,6 +92,7 @@ for name, fn in (
     ("diagnose", diagnose.diagnose),
     ("install", install.install),
     ("alerts", alerts.alerts),
+    ("dashboard", dashboard.dashboard),
     ("tune", tune.tune),
 ):
     app.command(name, cls=Command, epilog=epilog(name))(fn)

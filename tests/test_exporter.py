@@ -6,6 +6,7 @@ receiver in the test."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -173,8 +174,19 @@ def test_prometheus_fires_the_collapse_alert_from_an_sglang_log(tmp_path, monkey
                 fired = stack.webhook.firing("DFlashAcceptanceCollapse")
         assert fired, (stack.webhook.received, stack.query("ALERTS"))
         took = fired[0][0] - start
-        print(f"\nexporter: the first collapsed line to Alertmanager's receiver in {took:.1f} s")
         assert fired[0][1]["labels"]["severity"] == "critical"
+        # the dashboard's queries, run by `dashboard --prometheus` against this Prometheus:
+        # each accepted; τ, the traffic and the firing alert have series (SGLang's lines carry
+        # no per-position counts and no prefix-cache figures, so those panels stay empty)
+        code, text, err = run_main(monkeypatch, capsys, "dashboard", "--prometheus",
+                                   stack.prom_url, "--json")  # fmt: skip
+        assert code == 0, err
+        seen = {(q["panel"], q["expr"][:40]): q for q in json.loads(text)["queries"]}
+        assert all(q["ok"] for q in seen.values()), seen
+        has = {panel for (panel, _), q in seen.items() if q["series"]}
+        assert has == {"Mean acceptance length (τ)", "τ now", "Drafted and accepted",
+                       "Prefix-cache hit rate beside τ", "DFlash alerts firing"}, seen  # fmt: skip
+        print(f"\nexporter: the first collapsed line to Alertmanager's receiver in {took:.1f} s")
     finally:
         stack.stop()
         exp.stop()

@@ -1,0 +1,1 @@
+"""`dflashctl dashboard`: a Grafana dashboard on the alert rules' recording series."""
