@@ -349,8 +349,7 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
         if k is None:
             k, k_source = block_k, block_source
         notes += k_notes(opts.engine, k, block_k)
-    port = opts.port or DEFAULT_PORT[opts.engine]
-    bind = opts.bind or ("127.0.0.1" if host.is_local else "0.0.0.0")
+    bind, port = _listen(opts, host)
     python = _expand(host, opts.python) or (
         host.python if opts.engine == "local" or not host.is_local else "python3"
     )
@@ -373,10 +372,8 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
     if spec.engine == "local" and spec.spec == "dflash" and k is None:
         notes.append("num_speculative_tokens: the engine takes block size - 1 from the drafter")
     name = state.check_name(opts.name or state.default_name(opts.host, port))
-    url_host = bind
-    if bind in ("0.0.0.0", "::", ""):
-        url_host = "127.0.0.1" if host.is_local else _remote_hostname(host)
-    elif not host.is_local and bind in ("127.0.0.1", "localhost"):
+    url_host, _ = client_address(opts, host)
+    if not host.is_local and bind in ("127.0.0.1", "localhost"):
         notes.append(f"bound to {bind} on {host.label}: reachable there (or through a tunnel)")
     run_dir = posixpath.join(state.run_root(not host.is_local), name)
     env = engine_env(opts.engine)
@@ -427,6 +424,23 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
         p.engine_version, p.defects = plan_defects(p, host, drafter_cfg)
         p.notes += [describe(m) for m in p.defects]
     return p
+
+
+def _listen(opts: ServeOptions, host: Host) -> tuple[str, int]:
+    """(the address the server binds, its port) on `host`."""
+    port = opts.port or DEFAULT_PORT[opts.engine]
+    return opts.bind or ("127.0.0.1" if host.is_local else "0.0.0.0"), port
+
+
+def client_address(opts: ServeOptions, host: Host) -> tuple[str, int]:
+    """Where clients (and Prometheus) reach the server `opts` describes on `host`: the bound
+    address, or for a wildcard bind 127.0.0.1 here and the host's name (its ssh_config
+    HostName) elsewhere. Reads nothing on the host."""
+    opts, _ = _adopt_engine_flags(opts)
+    bind, port = _listen(opts, host)
+    if bind in ("0.0.0.0", "::", ""):
+        return ("127.0.0.1" if host.is_local else _remote_hostname(host)), port
+    return bind, port
 
 
 def _remote_hostname(host: Host) -> str:

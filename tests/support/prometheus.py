@@ -73,7 +73,14 @@ class Stack:
     webhook: Webhook
 
     @classmethod
-    def start(cls, d: Path, targets: dict[str, list[str]], rules: Path) -> Stack:
+    def start(
+        cls,
+        d: Path,
+        targets: dict[str, list[str]],
+        rules: Path,
+        scrape_configs: list[dict[str, Any]] | None = None,
+    ) -> Stack:
+        """`targets`: job -> HOST:PORT list; `scrape_configs`: more jobs, as written."""
         assert PROMETHEUS and ALERTMANAGER
         hook = Webhook()
         hook_url = hook.start()
@@ -85,17 +92,20 @@ class Stack:
             "  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\n"
             f"receivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook_url}\n"
         )
-        scrape = "".join(
-            f"  - job_name: {job}\n    static_configs:\n      - targets: {json.dumps(ts)}\n"
-            for job, ts in targets.items()
-        )
-        (d / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"rule_files: [{rules}]\n"
-            "alerting:\n  alertmanagers:\n"
-            f"    - static_configs:\n        - targets: ['127.0.0.1:{am_port}']\n"
-            f"scrape_configs:\n{scrape}"
-        )
+        import yaml
+
+        jobs = [
+            {"job_name": job, "static_configs": [{"targets": ts}]} for job, ts in targets.items()
+        ]
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(rules)],
+            "alerting": {
+                "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]
+            },
+            "scrape_configs": jobs + list(scrape_configs or []),
+        }
+        (d / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         log_am = open(d / "alertmanager.log", "wb")  # noqa: SIM115 (the process holds it)
         am = subprocess.Popen(
             [ALERTMANAGER, f"--config.file={d / 'alertmanager.yml'}",

@@ -62,6 +62,20 @@ def alerts(
         str,
         typer.Option("--runbook-base", help="Where docs/monitoring.md is served (runbook_url)."),
     ] = "docs/monitoring.md",
+    playbook: Annotated[
+        str | None,
+        typer.Option(
+            "--playbook",
+            help="A fleet: every host of this playbook gets a below-expected alert for its "
+            "verify.registry drafter (its series by instance); no host is contacted.",
+        ),
+    ] = None,
+    scrape_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--scrape-config", help="With --playbook: write the fleet's scrape_configs here."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Write Prometheus alert rules for speculative-decoding acceptance, from the thresholds
@@ -80,6 +94,7 @@ def alerts(
       dflashctl alerts --out dflashctl-rules.yml --tests dflashctl-rules-test.yml --check
       dflashctl alerts --format prometheusrule --namespace monitoring > rule.yaml
       dflashctl alerts --drafter 'qwen3-8b-dflash-b16=model_name="Qwen/Qwen3-8B"'
+      dflashctl alerts --playbook vllm-fleet -o rules.yml --scrape-config scrape.yml --check
     """
     from dflashctl.commands.alerts.render import render_alerts
     from dflashctl.commands.alerts.run import AlertOptions, write_alerts
@@ -97,6 +112,8 @@ def alerts(
             name=name,
             namespace=namespace,
             runbook_base=runbook_base,
+            playbook=playbook,
+            scrape_config=scrape_config,
         )
     )
     if json_out:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.errors import UsageError
+from dflashctl.monitoring.fleet import Fleet
 
 FORMATS = ("rules", "prometheusrule")
 
@@ -28,6 +29,8 @@ class AlertOptions:
     name: str = "dflashctl-spec-decode"
     namespace: str | None = None
     runbook_base: str = "docs/monitoring.md"
+    playbook: str | None = None  # a fleet: every host's below-expected alert
+    scrape_config: Path | None = None  # write the fleet's scrape_configs here
 
 
 @dataclass
@@ -48,6 +51,8 @@ class AlertReport:
     alerts: list[str]
     records: int
     checks: list[Check] = field(default_factory=list)
+    fleet: Fleet | None = None
+    scrape_config: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,6 +67,15 @@ class AlertReport:
             "recording_rules": self.records,
             "checks": [c.to_json() for c in self.checks],
             "rules": None if self.out else self.text,
+            "fleet": None
+            if self.fleet is None
+            else {
+                "playbook": self.fleet.name,
+                "drafter": self.fleet.drafter,
+                "targets": [vars(t) for t in self.fleet.targets],
+                "below_expected_alerts": len(self.fleet.expected),
+                "scrape_config": str(self.scrape_config) if self.scrape_config else None,
+            },
         }
 
 
@@ -97,11 +111,18 @@ def write_alerts(o: AlertOptions) -> AlertReport:
         )
     if o.tests is not None and o.out is None:
         raise UsageError("--tests needs --out", "the tests name the rule file they load")
+    if o.scrape_config is not None and o.playbook is None:
+        raise UsageError("--scrape-config needs --playbook", "it lists the playbook's hosts")
+    fleet = None
+    if o.playbook is not None:
+        from dflashctl.monitoring.fleet import load_fleet
+
+        fleet = load_fleet(o.playbook)
     ro = RuleOptions(
         interval=o.interval,
         min_drafts_per_s=o.min_drafts_per_s,
         decay_offset=o.decay_offset,
-        expected=[parse_expected(d) for d in o.drafters],
+        expected=[parse_expected(d) for d in o.drafters] + (fleet.expected if fleet else []),
         runbook=o.runbook_base,
     )
     data = (
@@ -115,6 +136,8 @@ def write_alerts(o: AlertOptions) -> AlertReport:
         tests=o.tests,
         alerts=[r["alert"] for g in groups for r in g["rules"] if "alert" in r],
         records=sum(1 for g in groups for r in g["rules"] if "record" in r),
+        fleet=fleet,
+        scrape_config=o.scrape_config,
     )
     tests_text = None
     if o.tests is not None and o.out is not None:
@@ -124,6 +147,10 @@ def write_alerts(o: AlertOptions) -> AlertReport:
         write_atomic(o.out, text.encode("utf-8"))
     if o.tests is not None and tests_text is not None:
         write_atomic(o.tests, tests_text.encode("utf-8"))
+    if o.scrape_config is not None and fleet is not None:
+        from dflashctl.monitoring.fleet import scrape_config
+
+        write_atomic(o.scrape_config, _yaml(scrape_config(fleet)).encode("utf-8"))
     if o.check:
         if o.fmt != "rules":
             spec_only = _yaml(data["spec"])
