@@ -104,3 +104,124 @@ def test_overlapping_spreads_are_named_as_ties():
     report = TuneReport(TuneOptions(), [0, 1, 3, 7], r)
     assert report.best("code") == (3, 22.9) and report.ties("code") == [1]
     assert report.to_json()["ties_per_fixture"] == {"code": [1]}
+
+
+def _kept(tmp_path: Path, ladder: str, results: list[KResult]) -> Path:
+    """A state file holding `results` for the demo pair's code fixture (as ARGS measure it)."""
+    st = tmp_path / "tune.json"
+    opts = TuneOptions(ladder=ladder, fixtures="code", repetitions=1, max_tokens=24, state_file=st)
+    st.write_text(json.dumps({"key": opts.key(), "results": [r.to_json() for r in results]}))
+    return st
+
+
+def test_a_clearly_slower_k_stops_the_ladder(monkeypatch, capsys, tmp_path):
+    kept = [
+        KResult(0, {"code": 17.7}, {"code": [17.6, 17.8]}, {"code": None}),
+        KResult(1, {"code": 22.4}, {"code": [21.5, 23.2]}, {"code": 1.6}),
+        KResult(3, {"code": 17.3}, {"code": [17.0, 17.9]}, {"code": 2.2}),  # 17.9 < .85 × 21.5
+    ]
+    st = _kept(tmp_path, "0,1,3,7", kept)
+    args = [a if a != "0,3" else "0,1,3,7" for a in ARGS]
+    code, data, err = run_json(monkeypatch, capsys, *args, "--state", str(st))
+    assert code == 0, err
+    assert data["skipped_by_early_stop"] == [7] and data["stopped_by"] == 3
+    assert "launching" not in err  # K = 7 was never served
+    assert any("K=3 was clearly slower than K=1" in n for n in data["notes"])
+    assert data["best"]["k"] == 1
+
+
+def test_no_early_stop_on_overlap_or_when_asked():
+    from dflashctl.commands.tune.run import clearly_better_k
+
+    k1 = KResult(1, {"code": 22.4}, {"code": [21.5, 23.2]}, {})
+    at_the_edge = KResult(3, {"code": 18.0}, {"code": [17.5, 18.3]}, {})  # 18.3 ≥ .85 × 21.5
+    assert clearly_better_k([k1, at_the_edge], at_the_edge) is None
+    under = KResult(3, {"code": 18.0}, {"code": [17.5, 18.2]}, {})  # 18.2 < 18.275
+    assert clearly_better_k([k1, under], under) == 1
+    # one kind where the larger K holds up is enough to go on
+    k1b = KResult(1, {"a": 22.0, "b": 10.0}, {"a": [21.0, 23.0], "b": [9.0, 11.0]}, {})
+    k3b = KResult(3, {"a": 15.0, "b": 12.0}, {"a": [14.0, 16.0], "b": [11.0, 13.0]}, {})
+    assert clearly_better_k([k1b, k3b], k3b) is None
+    # speculation off is the control, never the K that stops the ladder
+    off = KResult(0, {"code": 30.0}, {"code": [29.0, 31.0]}, {})
+    assert clearly_better_k([off, under], under) is None
+
+
+def test_the_recommendation_as_a_plot_and_a_playbook_that_serve_launches(
+    monkeypatch, capsys, tmp_path
+):
+    import yaml
+
+    kept = [
+        KResult(0, {"code": 17.7}, {"code": [17.6, 17.8]}, {"code": None}),
+        KResult(3, {"code": 20.4}, {"code": [20.1, 20.8]}, {"code": 2.1}),
+    ]
+    st = _kept(tmp_path, "0,3", kept)
+    from support.startup import free_port
+
+    plot, book, port = tmp_path / "tune.png", tmp_path / "tuned.yaml", free_port()
+    code, text, err = run_main(monkeypatch, capsys, *ARGS, "--state", str(st), "--plot",
+                               str(plot), "--write-playbook", str(book), "--port",
+                               str(port))  # fmt: skip
+    assert code == 0, err
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+    assert f"wrote {book}: serve it with dflashctl serve {book}" in text
+    data = yaml.safe_load(book.read_text())
+    assert data["serve"] == {"engine": "local", "port": port, "num_speculative_tokens": 3}
+    assert "# Best overall: K=3 (20.4 tokens/s" in book.read_text()
+    # the playbook launches through serve, at the K it names
+    code, out, err = run_main(monkeypatch, capsys, "serve", str(book), "--detach", "--json")
+    assert code == 0, err
+    launched = json.loads(out)
+    argv = launched["cmd"]
+    assert launched["ok"] and argv[argv.index("--num-speculative-tokens") + 1] == "3", launched
+    code, _out, err = run_main(monkeypatch, capsys, "stop", launched["name"])
+    assert code == 0, err
+
+
+def test_plain_decoding_winning_writes_spec_none(tmp_path: Path) -> None:
+    import yaml
+
+    from dflashctl.commands.tune.playbook import write_playbook
+
+    r = [KResult(0, {"a": 20.0}, {}, {}), KResult(3, {"a": 14.0}, {}, {})]
+    serve = write_playbook(TuneReport(TuneOptions(), [0, 3], r), tmp_path / "b.yaml")
+    assert serve == {"engine": "local", "spec": "none"}
+    assert yaml.safe_load((tmp_path / "b.yaml").read_text())["serve"] == serve
+
+
+def test_vllm_gets_the_batch_size_table(tmp_path: Path) -> None:
+    from dflashctl.commands.tune.playbook import write_playbook
+    from dflashctl.playbook import load_playbook
+    from dflashctl.server.book import options_from_playbook
+
+    r = [
+        KResult(0, {"a": 10.0}, {}, {}, {1: 10.0, 4: 40.0, 16: 150.0}),
+        KResult(3, {"a": 14.0}, {}, {}, {1: 16.0, 4: 45.0, 16: 120.0}),
+        KResult(7, {"a": 15.0}, {}, {}, {1: 18.0, 4: 42.0, 16: 100.0}),
+    ]
+    opts = TuneOptions(engine="vllm", model="Qwen/Qwen3-8B", drafter="/models/d", host="gpu1")
+    serve = write_playbook(TuneReport(opts, [0, 3, 7], r), tmp_path / "b.yaml")
+    table = [[1, 1, 7], [2, 4, 3], [5, 65536, 0]]
+    assert serve["num_speculative_tokens"] == 7
+    assert serve["speculative_config"] == {"num_speculative_tokens_per_batch_size": table}
+    book = load_playbook(tmp_path / "b.yaml")
+    assert [h.host for h in book.hosts] == ["gpu1"]
+    _book, options = options_from_playbook(tmp_path / "b.yaml", {})
+    assert options[0].num_speculative_tokens == 7 and options[0].model == "Qwen/Qwen3-8B"
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--plot", "tune.gif"], "name a .png, .svg or .pdf file"),
+        (["--plot", "no/such/dir/t.png"], "does not exist"),
+        (["--write-playbook", "tuned.json"], "a playbook is a .yaml or .yml file"),
+    ],
+)
+def test_bad_outputs_are_refused_before_any_server_starts(monkeypatch, capsys, tmp_path, extra,
+                                                          needle):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run_main(monkeypatch, capsys, *ARGS, *extra)
+    assert code == 2 and needle in err and "launching" not in err, err
+    assert state.all_deployments() == []

@@ -36,6 +36,24 @@ def tune(
         Path | None,
         typer.Option("--state", help="Keep results here after each K; a rerun resumes from it."),
     ] = None,
+    early_stop: Annotated[
+        bool,
+        typer.Option(
+            "--early-stop/--no-early-stop",
+            help="Stop the ladder at a K clearly slower than a smaller K on every kind.",
+        ),
+    ] = True,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Draw decode speed against K per kind (.png, .svg, .pdf)."),
+    ] = None,
+    write_playbook: Annotated[
+        Path | None,
+        typer.Option(
+            "--write-playbook",
+            help="Write the recommendation as a playbook that serve and run launch (.yaml).",
+        ),
+    ] = None,
     port: Annotated[int | None, typer.Option("--port", help="Port of the servers.")] = None,
     python: Annotated[
         str | None, typer.Option("--python", help="The engine's Python interpreter.")
@@ -50,6 +68,8 @@ def tune(
     Examples:
       dflashctl tune                                   # the demo pair, K = off, 1, 3, 7, 15
       dflashctl tune --k 0,3,7 --fixtures code,prose --state tune.json
+      dflashctl tune --plot tune.png --write-playbook tuned.yaml
+      dflashctl serve tuned.yaml                       # what tune recommended
       dflashctl tune --engine vllm --model Qwen/Qwen3-8B --drafter DIR --concurrency 1,4,16
     """
     from dflashctl.commands.tune.render import emit_tune_json, progress, render_tune
@@ -58,7 +78,8 @@ def tune(
     opts = TuneOptions(
         engine=engine, model=model, drafter=drafter, python=python, port=port, ladder=k,
         fixtures=fixtures, prompts_file=prompts, repetitions=repetitions, max_tokens=max_tokens,
-        concurrency=concurrency, state_file=state,
+        concurrency=concurrency, state_file=state, early_stop=early_stop, plot=plot,
+        write_playbook=write_playbook,
     )  # fmt: skip
     report = run_tune(opts, say=progress)
     if json_out:

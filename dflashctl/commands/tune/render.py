@@ -75,7 +75,14 @@ def render_tune(report: TuneReport) -> None:
         out.print("serve it: " + escape(shlex.join([*argv, "--num-speculative-tokens",
                                                      str(best[0])])), soft_wrap=True)  # fmt: skip
     for n in report.notes:
-        out.print(f"note: {escape(n)}")
+        out.print(f"note: {escape(n)}", soft_wrap=True)
+    if report.plot is not None:
+        out.print(escape(f"wrote {report.plot}: decode speed against K"), soft_wrap=True)
+    if report.playbook is not None:
+        out.print(
+            escape(f"wrote {report.playbook}: serve it with dflashctl serve {report.playbook}"),
+            soft_wrap=True,
+        )
 
 
 def emit_tune_json(report: TuneReport) -> None:

@@ -25,6 +25,7 @@ from dflashctl.errors import DflashError, UsageError
 
 Say = Callable[[str], None]
 MAX_LADDER = 12
+CLEARLY_WORSE = 0.85  # a K whose best repetition is under this × the best K's worst, every kind
 
 
 @dataclass
@@ -45,6 +46,9 @@ class TuneOptions:
     timeout: float = 120.0
     state_file: Path | None = None  # results so far, for a resumed run
     extra_args: list[str] = field(default_factory=list)
+    early_stop: bool = True  # stop the ladder at a K clearly worse than a smaller one
+    plot: Path | None = None  # goodput against K, per prompt kind (and per load)
+    write_playbook: Path | None = None  # the recommendation as a playbook
 
     def key(self) -> dict[str, Any]:
         """What a state file must match to be resumed."""
@@ -89,6 +93,11 @@ class TuneReport:
     results: list[KResult]
     resumed: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)  # K values left out by the early stop
+    stopped_by: int | None = None  # the K that was clearly worse
+    plot: Path | None = None  # written
+    playbook: Path | None = None  # written
+    playbook_serve: dict[str, Any] | None = None  # its serve section
 
     def fixtures(self) -> list[str]:
         return sorted({f for r in self.results for f in r.decode})
@@ -164,6 +173,12 @@ class TuneReport:
                 f: (b[0] if (b := self.best(f)) else None) for f in self.fixtures()
             },
             "ties_per_fixture": {f: self.ties(f) for f in self.fixtures()},
+            "skipped_by_early_stop": self.skipped,
+            "plot": str(self.plot) if self.plot else None,
+            "playbook": {"path": str(self.playbook), "serve": self.playbook_serve}
+            if self.playbook
+            else None,
+            "stopped_by": self.stopped_by,
             "num_speculative_tokens_per_batch_size": self.batch_size_table(),
             "notes": self.notes,
         }
@@ -222,6 +237,7 @@ def run_tune(opts: TuneOptions, *, say: Say | None = None) -> TuneReport:
     say = say or (lambda _m: None)
     if opts.repetitions < 1:
         raise UsageError("--repetitions must be at least 1")
+    _check_outputs(opts)  # before a sweep of many minutes, not after it
     from dflashctl.hosts import open_host
     from dflashctl.server.plan import demo_pair_dirs, speculative_tokens
 
@@ -237,18 +253,75 @@ def run_tune(opts: TuneOptions, *, say: Say | None = None) -> TuneReport:
     ladder = parse_ladder(opts.ladder, block_k)
     done = _load_state(opts)
     report = TuneReport(opts, ladder, [], resumed=[k for k in ladder if k in done])
-    for k in ladder:
+    for i, k in enumerate(ladder):
         if k in done:
             say(f"K={k}: kept from {opts.state_file}")
             report.results.append(done[k])
-            continue
-        say(f"K={k}: launching" + (" (speculation off)" if k == 0 else ""))
-        result = _measure(opts, model, drafter, k, say)
-        done[k] = result
-        _save_state(opts, done)
-        report.results.append(result)
+        else:
+            say(f"K={k}: launching" + (" (speculation off)" if k == 0 else ""))
+            result = _measure(opts, model, drafter, k, say)
+            done[k] = result
+            _save_state(opts, done)
+            report.results.append(result)
+        better = clearly_better_k(report.results, report.results[-1])
+        if opts.early_stop and better is not None and i + 1 < len(ladder):
+            report.stopped_by, report.skipped = k, ladder[i + 1 :]
+            left = ", ".join(map(str, report.skipped))
+            report.notes.append(
+                f"stopped early: K={k} was clearly slower than K={better} on every kind (its "
+                f"best repetition under {CLEARLY_WORSE:g}× K={better}'s worst); K={left} not "
+                "measured (--no-early-stop measures them)"
+            )
+            say(f"K={k}: clearly slower than K={better}; skipping K={left}")
+            break
     _notes(report)
+    if opts.plot is not None:
+        from dflashctl.commands.tune.plot import write_plot
+
+        write_plot(report, opts.plot)
+        report.plot = opts.plot
+    if opts.write_playbook is not None and report.best() is not None:
+        from dflashctl.commands.tune.playbook import write_playbook
+
+        report.playbook_serve = write_playbook(report, opts.write_playbook)
+        report.playbook = opts.write_playbook
     return report
+
+
+def _check_outputs(opts: TuneOptions) -> None:
+    for flag, path in (("--plot", opts.plot), ("--write-playbook", opts.write_playbook)):
+        if path is None:
+            continue
+        if not path.parent.is_dir():
+            raise UsageError(f"{flag} {path}: the directory {path.parent} does not exist")
+        if path.is_dir():
+            raise UsageError(f"{flag} {path} is a directory", "name a file")
+    if opts.plot is not None:
+        from dflashctl.commands.tune.plot import plot_format
+
+        plot_format(opts.plot)
+    if opts.write_playbook is not None and opts.write_playbook.suffix not in (".yaml", ".yml"):
+        raise UsageError(
+            f"--write-playbook {opts.write_playbook}: a playbook is a .yaml or .yml file"
+        )
+
+
+def clearly_better_k(results: list[KResult], last: KResult) -> int | None:
+    """A smaller speculative K that beats `last` beyond doubt on every prompt kind (its worst
+    repetition above `last`'s best by 1 / CLEARLY_WORSE), or None. Past the best K, speed
+    only falls as K grows: the verify gets longer while the extra drafts are rarely kept."""
+    if last.k == 0 or last.errors or not last.spread:
+        return None
+    for r in results:
+        if r.k == 0 or r.k >= last.k or r.errors:
+            continue
+        kinds = [f for f in last.spread if len(last.spread[f]) == 2]
+        if kinds and all(
+            len(r.spread.get(f) or []) == 2 and last.spread[f][1] < CLEARLY_WORSE * r.spread[f][0]
+            for f in kinds
+        ):
+            return r.k
+    return None
 
 
 def _measure(opts: TuneOptions, model: str, drafter: str, k: int, say: Say) -> KResult:
