@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_json, run_main
+from support.startup import free_port
 
 from dflashctl.commands.tune.run import KResult, TuneOptions, TuneReport, parse_ladder
 from dflashctl.server import deployments as state
 
 pytestmark = pytest.mark.usefixtures("stop_all")
 
-ARGS = ["tune", "--k", "0,3", "--fixtures", "code", "--repetitions", "1", "--max-tokens", "24"]
+# a port of its own: the engines' default (8000) may be someone else's on this machine
+ARGS = ["tune", "--k", "0,3", "--fixtures", "code", "--repetitions", "1", "--max-tokens", "24",
+        "--port", str(free_port())]  # fmt: skip
 
 
 def test_tune_measures_each_k_and_resumes_from_its_state(monkeypatch, capsys, tmp_path):
@@ -157,12 +160,10 @@ def test_the_recommendation_as_a_plot_and_a_playbook_that_serve_launches(
         KResult(3, {"code": 20.4}, {"code": [20.1, 20.8]}, {"code": 2.1}),
     ]
     st = _kept(tmp_path, "0,3", kept)
-    from support.startup import free_port
-
-    plot, book, port = tmp_path / "tune.png", tmp_path / "tuned.yaml", free_port()
+    plot, book = tmp_path / "tune.png", tmp_path / "tuned.yaml"
+    port = int(ARGS[ARGS.index("--port") + 1])
     code, text, err = run_main(monkeypatch, capsys, *ARGS, "--state", str(st), "--plot",
-                               str(plot), "--write-playbook", str(book), "--port",
-                               str(port))  # fmt: skip
+                               str(plot), "--write-playbook", str(book))  # fmt: skip
     assert code == 0, err
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
     assert f"wrote {book}: serve it with dflashctl serve {book}" in text
