@@ -49,9 +49,11 @@ def test_prometheus_on_real_vllm_agrees_with_its_counters(tmp_path: Path, monkey
                 assert time.monotonic() < deadline, stack.query("up")
                 time.sleep(0.2)
             before = server.spec_counters()
-            for p in prompts:  # the same prompt twice: the second reuses its cached prefix
-                server.chat(p, 48)
-                server.chat(p, 48)
+            # one long preface before every prompt: its full KV blocks come from the prefix
+            # cache from the second request on (a short prompt fills no block to reuse)
+            preface = "Read this first. " + "The quick brown fox jumps over the lazy dog. " * 40
+            for p in prompts:
+                server.chat(preface + p, 48)
             after = server.spec_counters()
             time.sleep(3)  # two scrapes past the last request, and a rule evaluation
             want = acceptance(before, after)["mean_acceptance_length"]

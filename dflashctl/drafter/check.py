@@ -38,6 +38,7 @@ from dflashctl.drafter.rules.config import (
     check_structure,
     check_transformers,
 )
+from dflashctl.drafter.rules.serving import check_serving
 from dflashctl.drafter.rules.target import check_engine, check_target
 from dflashctl.drafter.rules.weights import check_weights
 from dflashctl.drafter.schema import require_types
@@ -82,6 +83,8 @@ def context(
     header: Header | None,
     engine: str,
     reading: Reading | None = None,
+    max_model_len: int | None = None,
+    target_thinks: bool | None = None,
 ) -> Ctx:
     """`reading`: a config already read from another format (a GGUF drafter); else `cfg` is
     read as z-lab native or speculators."""
@@ -103,6 +106,8 @@ def context(
         n_target_source=n_src,
         r=r_v1 if engine == "vllm" else r_v2,
         r_v2=r_v2,
+        max_model_len=max_model_len,
+        target_thinks=target_thinks,
     )
     if reading.format != "z-lab native":
         how = "vLLM's speculators loader" if reading.is_speculators else "llama.cpp"
@@ -126,6 +131,7 @@ def context(
     if text is not None:
         check_target(c, text, target is not text)
     check_engine(c)
+    check_serving(c)
     return c
 
 
@@ -136,6 +142,7 @@ def verify_local(
     target: Path | None = None,
     engine: str = "vllm",
     fix: bool = False,
+    max_model_len: int | None = None,
 ) -> VerifyReport:
     """Read the drafter at `path` on this machine (a directory or its config.json), check it,
     optionally fix it (`drafter.verify.run_verify` also reaches a serving host).
@@ -148,7 +155,8 @@ def verify_local(
     from dflashctl.drafter.header import find_checkpoint, read_header
 
     if is_gguf(path):
-        return _verify_gguf(path, drafter=drafter, target=target, engine=engine, fix=fix)
+        return _verify_gguf(path, drafter=drafter, target=target, engine=engine, fix=fix,
+                            max_model_len=max_model_len)  # fmt: skip
 
     cfg_file = config_path(path)
     directory = cfg_file.parent
@@ -176,12 +184,15 @@ def verify_local(
 
     target_cfg = None
     target_file = None
+    thinks = None
     if target is not None:
         target_file = config_path(target)
         target_cfg = read_json_object(target_file, what="target config")
+        thinks = _target_thinks(target_file.parent)
 
     def evaluate(data: dict[str, Any]) -> tuple[list[Row], Ctx]:
-        ctx = context(data, entry=entry, target=target_cfg, header=header, engine=engine)
+        ctx = context(data, entry=entry, target=target_cfg, header=header, engine=engine,
+                      max_model_len=max_model_len, target_thinks=thinks)  # fmt: skip
         rows = registry_rows(directory, cfg_file, entry, ident, lock)
         if header is None:
             rows.append(
@@ -224,6 +235,13 @@ def verify_local(
     return report
 
 
+def _target_thinks(target_dir: Path) -> bool | None:
+    from dflashctl.drafter.chat_template import read_chat_template, thinks_by_default
+
+    template = read_chat_template(target_dir)
+    return thinks_by_default(template) if template is not None else None
+
+
 def _parse(raw: bytes, path: Path) -> dict[str, Any]:
     from dflashctl.drafter.config import parse_json_object
 
@@ -231,7 +249,13 @@ def _parse(raw: bytes, path: Path) -> dict[str, Any]:
 
 
 def _verify_gguf(
-    path: Path, *, drafter: str | None, target: Path | None, engine: str, fix: bool
+    path: Path,
+    *,
+    drafter: str | None,
+    target: Path | None,
+    engine: str,
+    fix: bool,
+    max_model_len: int | None = None,
 ) -> VerifyReport:
     """A llama.cpp drafter: its metadata read as the native view, judged by the same rules."""
     from dflashctl.drafter import registry
@@ -247,8 +271,10 @@ def _verify_gguf(
     ident = Identification(entry, f"--drafter {drafter}") if drafter else None
     target_file = config_path(target) if target is not None else None
     target_cfg = read_json_object(target_file, what="target config") if target_file else None
+    thinks = _target_thinks(target_file.parent) if target_file else None
     ctx = context(reading.native, entry=entry, target=target_cfg, header=None, engine=engine,
-                  reading=reading)  # fmt: skip
+                  reading=reading, max_model_len=max_model_len,
+                  target_thinks=thinks)  # fmt: skip
     return _report(path, engine, ctx.checks, entry, ident, ctx, path, target_file)
 
 

@@ -126,22 +126,26 @@ def verify_on_host(
     target: str | None = None,
     engine: str = "vllm",
     fix: bool = False,
+    max_model_len: int | None = None,
 ) -> Any:
-    """run_verify on the files as they are on `host` (any Host; SSH in practice)."""
+    """run_verify on the files as they are on `host` (any Host; SSH in practice). Only the
+    target's config.json is read there (not its chat template: no thinking check)."""
     with tempfile.TemporaryDirectory(prefix="dflashctl-verify-") as tmp:
         root = Path(tmp)
         local_cfg, remote_cfg = mirror_drafter(host, path, root / "a")
         original = local_cfg.read_bytes()
         local_target = mirror_target(host, target, root / "a") if target else None
         report = verify_local(
-            local_cfg, drafter=drafter, target=local_target, engine=engine, fix=fix
-        )
+            local_cfg, drafter=drafter, target=local_target, engine=engine, fix=fix,
+            max_model_len=max_model_len,
+        )  # fmt: skip
         if fix and report.fix is not None and report.fix.written:
             _push_fix(host, local_cfg, remote_cfg, original, report)
             # the proof: read the file back from the host and check it again
             again_cfg, _ = mirror_drafter(host, remote_cfg, root / "b")
             again_target = mirror_target(host, target, root / "b") if target else None
-            fresh = verify_local(again_cfg, drafter=drafter, target=again_target, engine=engine)
+            fresh = verify_local(again_cfg, drafter=drafter, target=again_target, engine=engine,
+                                 max_model_len=max_model_len)  # fmt: skip
             report.checks = fresh.checks
             report.layers = fresh.layers
             report.resolved = fresh.resolved

@@ -126,6 +126,9 @@ class DrafterEntry:
     expected_acceptance: ExpectedAcceptance | None = None
     unconfirmed: frozenset[str] = frozenset()
     notes: str | None = None
+    # trained with thinking traces (False: serve with thinking off, enable_thinking=False)
+    thinking: bool | None = None
+    training_context: int | None = None  # tokens the drafter saw in training (RoPE beyond it)
     source_file: Path | None = field(default=None, compare=False)
 
     def is_unconfirmed(self, key: str) -> bool:
@@ -170,6 +173,8 @@ TOP_KEYS: dict[str, tuple[str, bool]] = {
     "expected_acceptance": ("acceptance", False),
     "target": ("target", True),
     "unconfirmed": ("strlist", False),
+    "thinking": ("bool", False),
+    "training_context": ("int", False),
 }
 TARGET_KEYS: dict[str, tuple[str, bool]] = {
     "repo": ("str", False),
@@ -406,6 +411,9 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
             ("sliding_window",), "sliding layers need a window (or mark it unconfirmed)"
         )
 
+    if data.get("training_context") is not None and data["training_context"] <= 0:
+        raise doc.error(("training_context",), "a number of tokens above 0")
+
     return DrafterEntry(
         name=name,
         repo=data["repo"],
@@ -436,6 +444,8 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
         expected_acceptance=acceptance,
         unconfirmed=frozenset(unconfirmed),
         notes=data.get("notes"),
+        thinking=data.get("thinking"),
+        training_context=data.get("training_context"),
         source_file=path,
     )
 

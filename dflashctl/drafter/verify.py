@@ -18,11 +18,14 @@ def run_verify(
     engine: str = "vllm",
     fix: bool = False,
     host: str | None = None,
+    max_model_len: int | None = None,
 ) -> VerifyReport:
-    """Check the drafter at `path` (on `host` when given), optionally fix it. Raises
+    """Check the drafter at `path` (on `host` when given), optionally fix it; `max_model_len`
+    is the serving context to judge the drafter's training context against. Raises
     `DflashError`s (exit 2) when it cannot run; failed checks are in the report."""
     if host is None:
-        return verify_local(path, drafter=drafter, target=target, engine=engine, fix=fix)
+        return verify_local(path, drafter=drafter, target=target, engine=engine, fix=fix,
+                            max_model_len=max_model_len)  # fmt: skip
     from dflashctl.drafter.check_remote import verify_on_host
     from dflashctl.hosts import open_host
 
@@ -34,4 +37,5 @@ def run_verify(
             target=str(target) if target is not None else None,
             engine=engine,
             fix=fix,
+            max_model_len=max_model_len,
         )

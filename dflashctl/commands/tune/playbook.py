@@ -13,10 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dflashctl.commands.tune.run import TuneReport
 from dflashctl.errors import UsageError
+
+if TYPE_CHECKING:  # run imports this module: the report's type only
+    from dflashctl.commands.tune.run import TuneReport
 
 
 def recommended_serve(report: TuneReport) -> dict[str, Any]:

@@ -5,10 +5,12 @@ levels, output tokens/s against K per level. matplotlib, headless. No printing."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from dflashctl.commands.tune.run import TuneReport
 from dflashctl.errors import UsageError
+
+if TYPE_CHECKING:  # run imports this module: the report's type only
+    from dflashctl.commands.tune.run import TuneReport
 
 PLOT_FORMATS = ("png", "svg", "pdf")
 

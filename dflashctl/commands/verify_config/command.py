@@ -27,6 +27,14 @@ def verify_config(
     fix: Annotated[
         bool, typer.Option("--fix", help="Write canonical values (atomic, with a backup).")
     ] = False,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            "--max-model-len",
+            min=1,
+            help="The serving context: warn where it exceeds the drafter's training context.",
+        ),
+    ] = None,
     host: HostOpt = None,
     ssh_config: SSHConfigOpt = None,
     accept_new_host_key: AcceptNewHostKeyOpt = False,
@@ -38,6 +46,7 @@ def verify_config(
       dflashctl verify-config ./Qwen3.6-27B-DFlash --drafter qwen3.6-27b-dflash
       dflashctl verify-config ./drafter --target ./target --json
       dflashctl verify-config ./drafter --drafter demo --fix
+      dflashctl verify-config ./drafter --drafter qwen3.5-27b-dflash --max-model-len 32768
     """
     from dflashctl.hosts import set_command_ssh
 
@@ -45,7 +54,8 @@ def verify_config(
     from dflashctl.commands.verify_config.render import render_verify
     from dflashctl.drafter.verify import run_verify
 
-    report = run_verify(path, drafter=drafter, target=target, engine=engine, fix=fix, host=host)
+    report = run_verify(path, drafter=drafter, target=target, engine=engine, fix=fix, host=host,
+                        max_model_len=max_model_len)  # fmt: skip
     if json_out:
         emit_json(report.to_json())
     else:

@@ -113,6 +113,8 @@ class Ctx:
     r: Resolved  # the engine's reading (vLLM: V1 runner, the one with the traps)
     r_v2: Resolved
     checks: list[Row] = field(default_factory=list)
+    max_model_len: int | None = None  # the serving context asked for (--max-model-len)
+    target_thinks: bool | None = None  # the target's chat template thinks unless told not to
 
     def add(
         self,
