@@ -168,3 +168,34 @@ def test_prometheus_windows_carry_the_prefix_cache_hit_rate():
     b = prom.parse_reading(page(300, 300, 4000, 8000), at=now, monotonic=10.0, url="u")
     w, reset = prom.window_between(a, b)
     assert w is not None and not reset and w.prefix_cache_hit_rate == 0.75
+
+
+def test_vllms_prefix_reuse_warning_is_named_with_its_issue(tmp_path: Path) -> None:
+    """vllm#57032: at start-up on a hybrid target, vLLM finds no KV cache group for the DFlash
+    drafter and switches prefix reuse off. Acceptance stays healthy; the finding is a warning
+    naming the issue, wherever the chunks are cut."""
+    from support.vllm_metrics import spec_line, startup_lines, write_log
+
+    warning = (
+        "(EngineCore pid=7) WARNING 11-20 10:00:03 [kv_cache_utils.py:1210] Speculative "
+        "decoding (method=dflash) is enabled but no KV cache group could be identified as the "
+        "draft model's, so every group -- including Mamba groups [0, 1, 2, 3] -- will be "
+        "treated as a draft group; prefix-cache reuse across requests will be disabled"
+    )
+    good = [spec_line(10 * i + 20, per_position=[0.9, 0.8, 0.7]) for i in range(6)]  # τ 3.4
+    lines = [*startup_lines(0), warning, *good]
+    log = write_log(tmp_path / "vllm.log", lines)
+    r = analyze_source(str(log), MetricsOptions())
+    found = [f for f in r.findings if f.kind == "prefix_reuse_disabled"]
+    assert len(found) == 1 and found[0].severity == "warning"
+    assert "vllm#57032" in found[0].message and "10:00:03" in found[0].message
+    assert alarms(r) == []
+    data = log.read_bytes()
+    for cut in (len(data) // 3, data.index(b"no KV cache group") + 5):
+        cuts = analyze_chunks([data[:cut], data[cut:]], source=str(log), opts=MetricsOptions())
+        assert [f.kind for f in cuts.findings] == [f.kind for f in r.findings]
+    # the same log without the warning: no such finding
+    plain = write_log(tmp_path / "plain.log", [ln for ln in lines if ln != warning])
+    assert "prefix_reuse_disabled" not in [
+        f.kind for f in analyze_source(str(plain), MetricsOptions()).findings
+    ]

@@ -49,6 +49,9 @@ STARTUP_NEEDLES = {
     "sglang": (b"ready to roll", b"server_args="),
 }
 CONFIG_NEEDLES = {"vllm": (b"speculative_config=",), "sglang": (b"server_args=",)}
+# vLLM's start-up warning that switches prefix reuse off for a drafter on a hybrid target
+# (vllm#57032): "... no KV cache group could be identified as the draft model's ..."
+REUSE_OFF_NEEDLE = b"no KV cache group could be identified as the draft model"
 BUSY_NEEDLES = {
     "vllm": (b"Avg prompt throughput", b'"POST '),
     "sglang": (b"Prefill batch", b'"POST '),
@@ -132,6 +135,7 @@ class LogScanner:
         self._fatal_between: deque[tuple[int, bytes]] = deque(maxlen=8)  # before later windows
         self._newest: tuple[int, bytes] | None = None
         self._config: tuple[int, bytes] | None = None
+        self._reuse_off: tuple[int, bytes] | None = None  # vLLM's vllm#57032 start-up warning
         self._batch_limit: int | None = None  # vLLM `disable_by_batch_size` at start-up
         self._version: str | None = None  # vLLM's "server version X" of the latest launch
         self._build: str | None = None  # "cpu" | "gpu": the companion's "CPU/GPU KV cache usage"
@@ -395,6 +399,10 @@ class LogScanner:
             ls, line = self._line_at(buf, a, p, b)
             if parse_spec_config(clean(line)) is not None:
                 self._config = (g0 + ls, line)
+        p = buf.rfind(REUSE_OFF_NEEDLE, a, b)
+        if p >= 0:  # vLLM: no KV cache group is the drafter's, prefix reuse switched off
+            ls, line = self._line_at(buf, a, p, b)
+            self._reuse_off = (g0 + ls, line)
 
     def _first_fatal(self, buf: bytes, a: int, b: int) -> tuple[int, bytes] | None:
         """The first crash line in buf[a:b] (start offset, text), with the exception it ended
@@ -602,6 +610,8 @@ class LogScanner:
             markers["newest"] = self._newest
         if self._fatal:
             markers["fatal"] = self._fatal
+        if self._reuse_off:
+            markers["reuse_off"] = self._reuse_off
         for i, fb in enumerate(self._fatal_between):
             markers[f"between{i}"] = fb
         stamped: list[tuple[int, RawTs | None, Any]] = list(recs)
@@ -637,6 +647,7 @@ class LogScanner:
             skipped_lines=self.unparsed_lines,
             crash=mk.get("fatal"),
             crashes_between=[mk[k] for k in sorted(mk) if k.startswith("between")],
+            prefix_reuse_off=mk.get("reuse_off"),
         )
         if self._config:
             config_text = clean(self._config[1])

@@ -251,6 +251,7 @@ class MetricsState:
     expected: Expected | None = None  # the expected acceptance range and where it came from
     figure_lines: list[str] = field(default_factory=list)  # acceptance-like lines, unread
     launch_fields: dict[str, str] = field(default_factory=dict)  # vLLM's engine config
+    prefix_reuse_off: Marker | None = None  # vLLM's vllm#57032 warning at start-up
     engine_hint: str | None = None  # the engine those lines (or the log) name, if any
 
     @property
