@@ -566,3 +566,52 @@ def test_host_goes_through_the_ssh_layer(monkeypatch, capsys):
     assert code == 2 and out == ""
     assert err.startswith("Error: ") and "Traceback" not in err
     assert "nosuchhost.invalid" in err or "not built" in err
+
+
+# ---- the engine's launch flags (issue 28) -------------------------------------------------------
+
+PREFIX = "vllm-prefix-caching-poisons-draft-context"
+DFLASH_SPEC = ["--speculative-config", '{"method": "dflash", "model": "/models/d"}']
+
+
+def certainty(report: DoctorReport, defect_id: str) -> str | None:
+    return next((m.certainty for m in report.defects if m.defect.id == defect_id), None)
+
+
+def test_flags_after_the_double_dash_settle_a_flag_defect(site):
+    add_dist(site, "vllm", "0.28.1")  # the version the prefix-caching defect was seen on
+    unknown = doctor(engine="vllm")
+    assert row(unknown, "launch").status == "skip"
+    assert certainty(unknown, PREFIX) in (None, "possible")
+    on = doctor(engine="vllm", launch_args=DFLASH_SPEC)  # vLLM's default: prefix caching on
+    launch = row(on, "launch")
+    assert launch.status == "ok" and "prefix caching True" in launch.found
+    assert "method dflash" in launch.found and "(from the flags after --)" in launch.found
+    assert certainty(on, PREFIX) == "confirmed"
+    off = doctor(engine="vllm", launch_args=[*DFLASH_SPEC, "--no-enable-prefix-caching"])
+    assert certainty(off, PREFIX) is None
+    assert "prefix caching False" in row(off, "launch").found
+
+
+def test_the_running_engines_own_flags_are_read(site):
+    add_dist(site, "vllm", "0.28.1")
+    port = 18477
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "vllm", "serve",
+                          "/models/x", "--port", str(port), *DFLASH_SPEC])  # fmt: skip
+    try:
+        r = doctor(engine="vllm", port=port)
+        launch = row(r, "launch")
+        assert f"(from the running vllm (pid {p.pid}))" in launch.found, launch.found
+        assert certainty(r, PREFIX) == "confirmed"
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
+def test_launch_flags_on_the_command_line(site, monkeypatch, capsys):
+    add_dist(site, "vllm", "0.28.1")
+    code, out, err = run_main(monkeypatch, capsys, "doctor", "--engine", "vllm", "--json", "--",
+                              *DFLASH_SPEC, "--enable-prefix-caching")  # fmt: skip
+    data = json.loads(out)
+    launch = next(c for c in data["checks"] if c.get("id") == "launch")
+    assert "prefix caching True" in launch["found"], (code, err)

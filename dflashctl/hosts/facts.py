@@ -145,7 +145,8 @@ def processes():
         cmd = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
         for engine, pattern in ENGINE_PATTERNS:
             if pattern.search(cmd):
-                found.append({"pid": pid, "engine": engine, "cmdline": cmd[:300]})
+                argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a][:400]
+                found.append({"pid": pid, "engine": engine, "cmdline": cmd[:300], "argv": argv})
                 break
     return found
 

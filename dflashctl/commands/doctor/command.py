@@ -16,6 +16,14 @@ from dflashctl.console import emit_json
 
 
 def doctor(
+    launch_args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[-- ENGINE_FLAGS]",
+            help="The flags you will launch the engine with (after --); default: read from "
+            "the running engine.",
+        ),
+    ] = None,
     host: HostOpt = None,
     ssh_config: SSHConfigOpt = None,
     accept_new_host_key: AcceptNewHostKeyOpt = False,
@@ -63,6 +71,7 @@ def doctor(
       dflashctl doctor
       dflashctl doctor --engine vllm --python .venv-vllm/bin/python --drafter ./drafter --json
       dflashctl doctor --engine sglang --model /models/target --drafter /models/drafter -k 15
+      dflashctl doctor --engine vllm --drafter ./drafter -- --enable-prefix-caching -tp 4
     """
     from dflashctl.hosts import set_command_ssh
 
@@ -80,6 +89,7 @@ def doctor(
             drafter=drafter,
             num_speculative_tokens=num_speculative_tokens,
             hub_timeout=hub_timeout,
+            launch_args=list(launch_args or []) or None,
         )
     )
     if json_out:

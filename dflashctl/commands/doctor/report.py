@@ -121,6 +121,7 @@ class DoctorOptions:
     drafter: str | None = None
     num_speculative_tokens: int | None = None
     hub_timeout: float = 3.0
+    launch_args: list[str] | None = None  # the engine's flags, given after `--`
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dflashctl.commands.doctor.report import (
     GpuFacts,
 )
 from dflashctl.defects.catalogue import Catalogue
+from dflashctl.defects.launch import LaunchSettings
 from dflashctl.defects.match import DefectMatch
 from dflashctl.defects.predicates import public
 from dflashctl.report import Row
@@ -378,6 +379,33 @@ def row_gpu_memory(rows: Rows, engine: str, g: GpuFacts) -> None:
             )
         else:
             rows.add(f"gpu_memory.{gpu.index}", f"GPU {gpu.index} memory", "ok", text)
+
+
+def row_launch(rows: Rows, engine: str, launch: LaunchSettings | None) -> None:
+    """The engine's launch flags the defect matrix judged (or why flag-based defects stay
+    "possible")."""
+    if engine not in ("vllm", "sglang"):
+        return
+    if launch is None:
+        rows.add(
+            "launch",
+            "launch flags",
+            "skip",
+            "not known: no running engine to read them from",
+            f"pass the flags you will launch with after `--` (dflashctl doctor --engine {engine} "
+            "-- --tensor-parallel-size 4 …) to check the defects that depend on them",
+        )
+        return
+    shown = {
+        "prefix caching": launch.enable_prefix_caching,
+        "CUDA graphs": None if launch.enforce_eager is None else not launch.enforce_eager,
+        "TP": launch.tensor_parallel_size,
+        "method": launch.method,
+        "draft sampling": launch.draft_sample_method,
+    }
+    text = ", ".join(f"{k} {v}" for k, v in shown.items() if v is not None)
+    rows.add("launch", "launch flags", "ok", f"{text} (from {launch.source})",
+             launch=launch.to_json())  # fmt: skip
 
 
 def row_processes(rows: Rows, facts: dict[str, Any]) -> None:

@@ -34,6 +34,7 @@ from dflashctl.commands.doctor.rows import (
     Rows,
     row_engine,
     row_gpu_memory,
+    row_launch,
     row_port,
     row_processes,
     row_runner,
@@ -47,6 +48,7 @@ from dflashctl.commands.doctor.rows import (
 )
 from dflashctl.defects.catalogue import Catalogue, load_catalogue
 from dflashctl.defects.k_norm import k_norm_from_facts
+from dflashctl.defects.launch import LaunchSettings
 from dflashctl.defects.match import DefectMatch, match
 from dflashctl.defects.predicates import Facts, infer_build, infer_runner, normalize_dist
 from dflashctl.drafter.config import V1_UNSUPPORTED, parse_json_object, resolve, target_text_config
@@ -190,6 +192,7 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
         env=facts.get("env") or {},
         distributions=dists,
         k_norm=k_norm_from_facts(facts.get("k_norm")),
+        launch=launch_settings(engine, opts.launch_args, facts.get("processes"), port),
     )
     build = infer_build(dfacts)
     runner, runner_why = infer_runner(dfacts, build)
@@ -217,6 +220,7 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
         row_spec_tokens(
             rows, engine, r.block_size, opts.num_speculative_tokens, r.block_size_source
         )
+    row_launch(rows, engine, dfacts.launch)
     shown = rows_defects(rows, matches, engine, version)
     row_gpu_memory(rows, engine, g)
     row_processes(rows, facts)
@@ -234,3 +238,35 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
         defects=shown,
         facts=facts,
     )
+
+
+def launch_settings(
+    engine: str, args: list[str] | None, processes: list[dict[str, Any]] | None, port: int
+) -> LaunchSettings | None:
+    """The engine's launch flags: those given after `--`, else the running engine's own (the
+    process serving `port`, or the only one of this engine on the host); None when unknown."""
+    from dflashctl.defects.launch import from_argv
+
+    if engine not in ("vllm", "sglang"):
+        return None
+    if args:
+        s = from_argv(engine, args)
+        s.source = "the flags after --"
+        return s
+    mine = [p for p in processes or [] if p.get("engine") == engine and p.get("argv")]
+    on_port = [p for p in mine if _serves_port(p["argv"], port)]
+    pick = on_port[0] if len(on_port) == 1 else mine[0] if len(mine) == 1 else None
+    if pick is None:
+        return None
+    s = from_argv(engine, pick["argv"])
+    s.source = f"the running {engine} (pid {pick['pid']})"
+    return s
+
+
+def _serves_port(argv: list[str], port: int) -> bool:
+    for i, a in enumerate(argv):
+        if a == "--port" and i + 1 < len(argv) and argv[i + 1] == str(port):
+            return True
+        if a == f"--port={port}":
+            return True
+    return False
