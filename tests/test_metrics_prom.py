@@ -66,6 +66,14 @@ class TestVllmCounters:
         assert d["per_position"] == pytest.approx([0.03, 0.01, 0.01])
         assert [a["kind"] for a in d["alarms"]] == ["collapse"]
 
+    def test_an_older_server_without_the_counters_is_told_to_read_the_log(self, serve, monkeypatch,
+                                                                          capsys):  # fmt: skip
+        page = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 12\n"
+        srv = serve(lambda n: page)
+        code, _out, err = run_main(monkeypatch, capsys, "metrics", srv.url, *FAST)
+        assert code == 2 and "without speculative-decoding counters" in err
+        assert "llama.cpp#26389" in err and "Traceback" not in err
+
     def test_counter_reset_means_restart(self, serve):
         srv = serve(lambda n: vllm_page(5 if n == 0 else 1))
         r = analyze_source(srv.url, MetricsOptions(interval=0.05))
@@ -165,7 +173,7 @@ class TestBadServers:
                 {},
                 "# TYPE python_gc_objects_collected_total counter\n"
                 "python_gc_objects_collected_total 1\n",
-                "no vllm: or sglang:",
+                "no vllm:, sglang: or llamacpp:",
             ),
         ],
     )
@@ -223,3 +231,70 @@ class TestFollowUrl:
         windows = [e.window for e in events if e.kind == "window"]
         assert [round(w.mean_acceptance_length, 2) for w in windows] == [3.5, 3.5, 1.02]
         assert events[-1].kind == "alarm" and events[-1].finding.kind == "collapse"
+
+
+def llamacpp_page(n: int, *, drafts: int = 100, accepted: int = 250,
+                  per_pos: tuple[int, ...] = (90, 80, 80)) -> str:  # fmt: skip
+    """llama.cpp's server /metrics (--metrics) after `n` intervals, as its
+    server_task_result_metrics writes it since ggml-org/llama.cpp#26389: no labels but the
+    position, HELP and TYPE lines, prompt/predicted counters beside the spec-decode ones."""
+    k = len(per_pos)
+    lines = [
+        "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.",
+        "# TYPE llamacpp:prompt_tokens_total counter",
+        f"llamacpp:prompt_tokens_total {300 * n}",
+        "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.",
+        "# TYPE llamacpp:tokens_predicted_total counter",
+        f"llamacpp:tokens_predicted_total {(drafts + accepted) * n}",
+        "# HELP llamacpp:spec_decode_num_draft_tokens_total Speculative: Total draft tokens "
+        "generated",
+        "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter",
+        f"llamacpp:spec_decode_num_draft_tokens_total {drafts * k * n}",
+        "# HELP llamacpp:spec_decode_num_accepted_tokens_total Speculative: Total draft tokens "
+        "accepted by the target model",
+        "# TYPE llamacpp:spec_decode_num_accepted_tokens_total counter",
+        f"llamacpp:spec_decode_num_accepted_tokens_total {accepted * n}",
+        "# HELP llamacpp:spec_decode_num_drafts_total Speculative: Total speculative decoding "
+        "verification steps",
+        "# TYPE llamacpp:spec_decode_num_drafts_total counter",
+        f"llamacpp:spec_decode_num_drafts_total {drafts * n}",
+        "# HELP llamacpp:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft "
+        "position",
+        "# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter",
+        *(f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {a * n}'
+          for i, a in enumerate(per_pos)),
+        "# HELP llamacpp:requests_processing Number of requests processing.",
+        "# TYPE llamacpp:requests_processing gauge",
+        "llamacpp:requests_processing 1",
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+class TestLlamaCppCounters:
+    """llama.cpp's server exports vLLM's spec-decode counters under its own prefix."""
+
+    def test_delta_between_two_scrapes(self, serve):
+        srv = serve(lambda n: llamacpp_page(n + 1))
+        r = analyze_source(srv.url, MetricsOptions(interval=0.05))
+        w = r.state.latest
+        assert w is not None and (w.engine, w.format) == ("llama.cpp", "llama.cpp-prometheus")
+        assert (w.num_drafts, w.accepted_tokens, w.drafted_tokens) == (100, 250, 300)
+        assert w.mean_acceptance_length == pytest.approx(3.5)
+        assert w.per_position == pytest.approx([0.9, 0.8, 0.8])
+        assert w.running_reqs == 1 and r.ok
+
+    def test_collapse_is_an_alarm(self, serve, monkeypatch, capsys):
+        srv = serve(lambda n: llamacpp_page(n + 1, accepted=4, per_pos=(4, 0, 0)))
+        code, out, _ = run_main(monkeypatch, capsys, "metrics", srv.url, "--json", *FAST)
+        d = json.loads(out)
+        assert code == 1 and d["engine"] == "llama.cpp"
+        assert d["mean_acceptance_length"] == pytest.approx(1.04)
+        assert [a["kind"] for a in d["alarms"]] == ["collapse"]
+
+    def test_an_older_server_without_the_counters_is_told_to_read_the_log(self, serve, monkeypatch,
+                                                                          capsys):  # fmt: skip
+        page = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 12\n"
+        srv = serve(lambda n: page)
+        code, _out, err = run_main(monkeypatch, capsys, "metrics", srv.url, *FAST)
+        assert code == 2 and "without speculative-decoding counters" in err
+        assert "llama.cpp#26389" in err and "Traceback" not in err

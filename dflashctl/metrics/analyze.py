@@ -347,15 +347,22 @@ def analyze_url(
     state = MetricsState(source=url, kind="prometheus", engine=None, windows=[], total_windows=0)
     if not (first.has_vllm or first.has_sglang):
         raise InputError(
-            f"{url} serves Prometheus text but no vllm: or sglang: metrics",
-            "point at the engine's own /metrics (vLLM API port; SGLang with --enable-metrics)",
+            f"{url} serves Prometheus text but no vllm:, sglang: or llamacpp: metrics",
+            "point at the engine's own /metrics (vLLM API port; SGLang with --enable-metrics; "
+            "llama.cpp's server with --metrics)",
+        )
+    if first.engine == "llama.cpp" and not prom.has_vllm_spec(first):
+        raise InputError(
+            f"{url} is llama.cpp's server without speculative-decoding counters",
+            "its /metrics has them since ggml-org/llama.cpp#26389; for an older build read its "
+            "log instead (dflashctl metrics LOG: the slot lines and `statistics draft-*`)",
         )
     if first.has_vllm and not prom.has_vllm_spec(first):
-        state.engine = "vllm"
-        state.spec_config = {"enabled": False, "engine": "vllm"}
+        state.engine = first.engine
+        state.spec_config = {"enabled": False, "engine": first.engine}
         return judge(state, th, opts)
     if prom.has_vllm_spec(first):
-        state.engine = "vllm"
+        state.engine = first.engine
         interval = opts.interval or 10.0
         sleep(interval)
         second = scrape()

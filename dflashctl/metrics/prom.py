@@ -1,4 +1,5 @@
-"""Spec-decode metrics from a Prometheus `/metrics` page (vLLM, the bundled engine, SGLang).
+"""Spec-decode metrics from a Prometheus `/metrics` page (vLLM, the bundled engine, SGLang,
+llama.cpp's server).
 
 vLLM exports cumulative counters (`vllm:spec_decode_*_total`), so a window is the difference
 between two scrapes: mean length = 1 + Δaccepted/Δdrafts, rate = Δaccepted/Δdraft_tokens,
@@ -27,6 +28,17 @@ V_PREFIX_QUERIES = "vllm:prefix_cache_queries"
 V_RUNNING = "vllm:num_requests_running"
 V_WAITING = "vllm:num_requests_waiting"
 _SGL_GAUGES = ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs")
+# llama.cpp's server (--metrics) since ggml-org/llama.cpp#26389: vLLM's counters under its own
+# prefix, the same meaning (drafts = verify steps; positions from 0); no labels at all
+LLAMACPP_NAMES = {
+    "llamacpp:spec_decode_num_drafts": V_DRAFTS,
+    "llamacpp:spec_decode_num_draft_tokens": V_DRAFT_TOKENS,
+    "llamacpp:spec_decode_num_accepted_tokens": V_ACCEPTED,
+    "llamacpp:spec_decode_num_accepted_tokens_per_pos": V_PER_POS,
+    "llamacpp:tokens_predicted": V_GEN,
+    "llamacpp:requests_processing": V_RUNNING,
+    "llamacpp:requests_deferred": V_WAITING,
+}
 
 
 @dataclass
@@ -37,6 +49,7 @@ class PromReading:
     monotonic: float
     has_vllm: bool = False
     has_sglang: bool = False
+    engine: str = "vllm"  # whose counters: vllm (and the bundled engine) or llama.cpp
     drafts: float | None = None
     draft_tokens: float | None = None
     accepted: float | None = None
@@ -122,7 +135,12 @@ def parse_reading(text: str, *, at: datetime, monotonic: float, url: str = "") -
             if name.endswith("_created"):
                 continue
             base = name.removesuffix("_total")
-            if base.startswith("vllm:"):
+            if base.startswith("llamacpp:"):
+                r.has_vllm, r.engine = True, "llama.cpp"
+                if base not in LLAMACPP_NAMES:
+                    continue
+                base = LLAMACPP_NAMES[base]
+            elif base.startswith("vllm:"):
                 r.has_vllm = True
             elif base.startswith("sglang:"):
                 r.has_sglang = True
@@ -162,11 +180,15 @@ def has_vllm_spec(r: PromReading) -> bool:
 
 
 def _vllm_window(
-    drafts: float, draft_tokens: float | None, accepted: float, per_pos: dict[int, float]
+    drafts: float,
+    draft_tokens: float | None,
+    accepted: float,
+    per_pos: dict[int, float],
+    engine: str = "vllm",
 ) -> SpecWindow | None:
     if drafts <= 0:
         return None
-    w = SpecWindow(engine="vllm", format="vllm-prometheus")
+    w = SpecWindow(engine=engine, format=f"{engine}-prometheus")
     w.num_drafts = round(drafts)
     w.accepted_tokens = round(accepted)
     w.drafted_tokens = round(draft_tokens) if draft_tokens is not None else None
@@ -197,7 +219,7 @@ def window_between(a: PromReading, b: PromReading) -> tuple[SpecWindow | None, b
             else None
         )
         pp = {i: v - a.per_pos.get(i, 0.0) for i, v in b.per_pos.items()}
-    w = _vllm_window(d, dt, acc, pp)
+    w = _vllm_window(d, dt, acc, pp, b.engine)
     if w is None:
         return None, reset
     secs = b.monotonic - a.monotonic
@@ -223,10 +245,10 @@ def lifetime_window(r: PromReading) -> SpecWindow | None:
     if not has_vllm_spec(r):
         return None
     assert r.drafts is not None and r.accepted is not None
-    w = _vllm_window(r.drafts, r.draft_tokens, r.accepted, r.per_pos)
+    w = _vllm_window(r.drafts, r.draft_tokens, r.accepted, r.per_pos, r.engine)
     if w is not None:
         w.cumulative = True
-        w.format = "vllm-prometheus-lifetime"
+        w.format = f"{r.engine}-prometheus-lifetime"
         w.stream = "since start"
         w.timestamp = r.at.replace(microsecond=0)
         w.timestamp_raw = f"{r.at:%Y-%m-%d %H:%M:%S}"

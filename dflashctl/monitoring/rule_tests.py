@@ -11,6 +11,8 @@ situation the alerts are about, and the alerts that must (and must not) fire.
                      DFlashPrefixCacheSuspect
     speculation off  requests running, no drafts: DFlashSpeculationOff
     SGLang           its gauges at τ 1.1 with verify calls: DFlashAcceptanceCollapse, engine sglang
+    llama.cpp        its counters (no model_name label) at τ 1.05: the collapse, engine llama.cpp;
+                     at τ 3: nothing
     below expected   (with `--drafter`) τ 1.5 against the range's floor: DFlashBelowExpected
 
 Each case fixes the exact labels and annotations of what fires (annotations hold no `$value`).
@@ -25,6 +27,7 @@ from typing import Any
 from dflashctl.monitoring.rules import RuleOptions, alert_rules
 
 LABELS = {"job": "vllm", "instance": "gpu1:8000", "model_name": "Qwen/Qwen3-8B"}
+LLAMA = {"job": "llamacpp", "instance": "gpu2:8080"}
 _LABEL_REF = re.compile(r"\{\{ \$labels\.(\w+) \}\}")
 
 
@@ -38,21 +41,28 @@ def _counter(per_minute: float, minutes: int, start: float = 0.0) -> str:
     return f"{start:g}+{per_minute:g}x{minutes}"
 
 
-def _vllm(labels: dict[str, str], minutes: int, drafts: float, accepted: list[float]) -> list:
-    """vLLM's spec-decode counters at `drafts` per minute, `accepted[i]` per minute at position
-    i (K = len(accepted)); the accepted total is their sum."""
+def _vllm(
+    labels: dict[str, str], minutes: int, drafts: float, accepted: list[float], prefix: str = "vllm"
+) -> list:
+    """vLLM's spec-decode counters (or llama.cpp's: `prefix` llamacpp) at `drafts` per minute,
+    `accepted[i]` per minute at position i (K = len(accepted)); the accepted total is their
+    sum."""
     k = len(accepted)
     out = [
-        _series("vllm:spec_decode_num_drafts_total", labels, _counter(drafts, minutes)),
-        _series("vllm:spec_decode_num_draft_tokens_total", labels, _counter(drafts * k, minutes)),
+        _series(f"{prefix}:spec_decode_num_drafts_total", labels, _counter(drafts, minutes)),
         _series(
-            "vllm:spec_decode_num_accepted_tokens_total", labels, _counter(sum(accepted), minutes)
+            f"{prefix}:spec_decode_num_draft_tokens_total", labels, _counter(drafts * k, minutes)
+        ),
+        _series(
+            f"{prefix}:spec_decode_num_accepted_tokens_total",
+            labels,
+            _counter(sum(accepted), minutes),
         ),
     ]
     for i, a in enumerate(accepted):
         out.append(
             _series(
-                "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                f"{prefix}:spec_decode_num_accepted_tokens_per_pos_total",
                 {**labels, "position": str(i)},
                 _counter(a, minutes),
             )
@@ -173,6 +183,11 @@ def rule_tests(o: RuleOptions, rule_file: str) -> dict[str, Any]:
             {"DFlashAcceptanceCollapse": [{**LABELS, "job": "sglang", "engine": "sglang"}]},
             ("DFlashAcceptanceCollapse",),
         ),
+        # llama.cpp's server labels nothing: no model_name on its series
+        _case(o, "llama.cpp", _vllm(LLAMA, 60, 60, [3, 0, 0], prefix="llamacpp"), "30m",
+              {"DFlashAcceptanceCollapse": [{**LLAMA, "engine": "llama.cpp"}]}, core),
+        _case(o, "llama.cpp healthy", _vllm(LLAMA, 60, 60, [50, 40, 30], prefix="llamacpp"),
+              "30m", {}, core),
     ]  # fmt: skip
     for e in o.expected:  # a series its matchers select, at τ between collapse and its floor
         labels = dict(LABELS)

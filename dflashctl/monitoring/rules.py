@@ -9,7 +9,8 @@ with an `engine` label:
     dflashctl:spec_decode_position_acceptance:rate5m    per `position`: accepted there / drafts
     dflashctl:prefix_cache_hit_rate:rate5m              prefix-cache hits / queries (vLLM)
 
-from vLLM's counters (`vllm:spec_decode_num_*_total`, `vllm:prefix_cache_*_total`), SGLang's
+from vLLM's counters (`vllm:spec_decode_num_*_total`, `vllm:prefix_cache_*_total`), llama.cpp's
+of the same names (`llamacpp:spec_decode_num_*_total`, its server's `--metrics`), SGLang's
 gauges (`sglang:spec_accept_length`, `sglang:spec_accept_rate`, with
 `sglang:spec_verify_calls_total` for traffic) and the exporter's `dflashctl_spec_*` counters
 (`metrics --serve-metrics`, for engines that only log). The alerts read only those, so one
@@ -116,28 +117,39 @@ def recording_rules() -> list[dict[str, Any]]:
     def rec(name: str, expr: str, engine: str) -> dict[str, Any]:
         return {"record": name, "expr": expr, "labels": {"engine": engine}}
 
-    def vllm(metric: str) -> str:
-        return f"sum by ({BY}) (rate(vllm:spec_decode_num_{metric}_total[5m]))"
-
     def position(counter: str, drafts: str, engine: str) -> dict[str, Any]:
         """Accepted at each `position` per draft: a per-position counter over the drafts."""
         per_position = f"sum by ({BY}, position) (rate({counter}[5m]))"
         return rec(POSITION, f"{per_position} / on ({BY}) group_left () ({drafts} > 0)", engine)
 
+    def counters(prefix: str, engine: str) -> list[dict[str, Any]]:
+        """vLLM's counters, or llama.cpp's of the same meaning (`llamacpp:spec_decode_*`,
+        its server's --metrics since ggml-org/llama.cpp#26389)."""
+
+        def c(metric: str) -> str:
+            return f"sum by ({BY}) (rate({prefix}:spec_decode_num_{metric}_total[5m]))"
+
+        return [
+            rec(DRAFTS, c("drafts"), engine),
+            rec(TAU, f"1 + {c('accepted_tokens')} / ({c('drafts')} > 0)", engine),
+            rec(RATE, f"{c('accepted_tokens')} / ({c('draft_tokens')} > 0)", engine),
+            position(
+                f"{prefix}:spec_decode_num_accepted_tokens_per_pos_total", c("drafts"), engine
+            ),
+        ]
+
     def exporter(metric: str) -> str:
         return f"sum by ({BY}) (rate(dflashctl_spec_{metric}_total[5m]))"
 
     rules = [
-        rec(DRAFTS, vllm("drafts"), "vllm"),
-        rec(TAU, f"1 + {vllm('accepted_tokens')} / ({vllm('drafts')} > 0)", "vllm"),
-        rec(RATE, f"{vllm('accepted_tokens')} / ({vllm('draft_tokens')} > 0)", "vllm"),
-        position("vllm:spec_decode_num_accepted_tokens_per_pos_total", vllm("drafts"), "vllm"),
+        *counters("vllm", "vllm"),
         rec(
             HIT_RATE,
             f"sum by ({BY}) (rate(vllm:prefix_cache_hits_total[5m]))"
             f" / (sum by ({BY}) (rate(vllm:prefix_cache_queries_total[5m])) > 0)",
             "vllm",
         ),
+        *counters("llamacpp", "llama.cpp"),
         # SGLang reports τ and the rate as gauges; its verify calls count the drafts
         rec(DRAFTS, f"sum by ({BY}) (rate(sglang:spec_verify_calls_total[5m]))", "sglang"),
         rec(TAU, f"avg by ({BY}) (avg_over_time(sglang:spec_accept_length[5m]))", "sglang"),
