@@ -5,6 +5,7 @@ formats."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,34 @@ def test_bad_outputs_are_refused_before_any_server_starts(monkeypatch, capsys, t
     code, _out, err = run_main(monkeypatch, capsys, *ARGS, *extra)
     assert code == 2 and needle in err and "launching" not in err, err
     assert state.all_deployments() == []
+
+
+def test_rounds_relaunch_every_k_in_turn_and_pool_their_answers(monkeypatch, capsys, tmp_path):
+    st = tmp_path / "tune.json"
+    code, data, err = run_json(monkeypatch, capsys, *ARGS, "--rounds", "2", "--state", str(st))
+    assert code == 0, err
+    order = [ln.split(": launching")[0] for ln in err.splitlines() if ": launching" in ln]
+    assert order == ["round 1/2: K=0", "round 1/2: K=3", "round 2/2: K=0", "round 2/2: K=3"]
+    for r in data["results"]:
+        xs = r["decode_samples"]["code"]
+        assert r["rounds"] == 2 and len(xs) >= 2
+        assert r["spread"]["code"] == [min(xs), max(xs)]
+        assert r["decode_tokens_per_s"]["code"] == pytest.approx(statistics.median(xs))
+    assert state.all_deployments() == []
+    # the same command resumes nothing; other rounds are other settings
+    code, again, err = run_json(monkeypatch, capsys, *ARGS, "--rounds", "2", "--state", str(st))
+    assert code == 0 and again["resumed"] == [0, 3] and "launching" not in err
+    code, _out, err = run_main(monkeypatch, capsys, *ARGS, "--rounds", "3", "--state", str(st))
+    assert code == 2 and "other settings" in err
+
+
+def test_merged_rounds_pool_samples_and_keep_tau():
+    a = KResult(3, {"code": 20.0}, {"code": [19.0, 21.0]}, {"code": 2.1}, {4: 40.0}, [],
+                {"code": [19.0, 20.0, 21.0]})  # fmt: skip
+    b = KResult(3, {"code": 23.0}, {"code": [22.0, 24.0]}, {"code": 2.1}, {4: 44.0}, ["x"],
+                {"code": [22.0, 23.0, 24.0]})  # fmt: skip
+    m = a.merged(b)
+    assert m.decode == {"code": 21.5} and m.spread == {"code": [19.0, 24.0]}
+    assert m.tau == {"code": 2.1} and m.by_level == {4: 42.0}
+    assert m.rounds == 2 and m.errors == ["x"] and len(m.samples["code"]) == 6
+    assert KResult.from_json(m.to_json()) == m

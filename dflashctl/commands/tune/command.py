@@ -27,6 +27,14 @@ def tune(
     repetitions: Annotated[
         int, typer.Option("--repetitions", help="Measured runs per prompt and K.")
     ] = 2,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            help="Relaunch and measure every K this many times, the rounds interleaved: the "
+            "spread then holds what a relaunch or the machine's drift moves.",
+        ),
+    ] = 1,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per answer.")] = 96,
     concurrency: Annotated[
         str | None,
@@ -77,7 +85,8 @@ def tune(
 
     opts = TuneOptions(
         engine=engine, model=model, drafter=drafter, python=python, port=port, ladder=k,
-        fixtures=fixtures, prompts_file=prompts, repetitions=repetitions, max_tokens=max_tokens,
+        fixtures=fixtures, prompts_file=prompts, repetitions=repetitions, rounds=rounds,
+        max_tokens=max_tokens,
         concurrency=concurrency, state_file=state, early_stop=early_stop, plot=plot,
         write_playbook=write_playbook,
     )  # fmt: skip

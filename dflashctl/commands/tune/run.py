@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class TuneOptions:
     fixtures: str | None = None
     prompts_file: Path | None = None
     repetitions: int = 2
+    rounds: int = 1  # each K relaunched and measured once per round, the rounds interleaved
     warmup_tokens: int = 32
     max_tokens: int = 96
     concurrency: str | None = None
@@ -56,7 +58,8 @@ class TuneOptions:
             "engine": self.engine, "model": self.model, "drafter": self.drafter,
             "host": self.host, "fixtures": self.fixtures,
             "prompts": str(self.prompts_file) if self.prompts_file else None,
-            "repetitions": self.repetitions, "max_tokens": self.max_tokens,
+            "repetitions": self.repetitions, "rounds": self.rounds,
+            "max_tokens": self.max_tokens,
             "concurrency": self.concurrency,
         }  # fmt: skip
 
@@ -69,12 +72,15 @@ class KResult:
     tau: dict[str, float | None]  # fixture -> mean acceptance length
     by_level: dict[int, float | None] = field(default_factory=dict)  # concurrency -> tokens/s
     errors: list[str] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=dict)  # fixture -> every answer's
+    rounds: int = 1  # launches measured (interleaved rounds)
 
     def to_json(self) -> dict[str, Any]:
         return {"k": self.k, "decode_tokens_per_s": self.decode, "spread": self.spread,
                 "mean_acceptance_length": self.tau,
                 "output_tokens_per_s_by_concurrency": {str(c): v for c, v in self.by_level.items()},
-                "errors": self.errors}  # fmt: skip
+                "errors": self.errors, "decode_samples": self.samples,
+                "rounds": self.rounds}  # fmt: skip
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KResult:
@@ -83,7 +89,25 @@ class KResult:
             dict(d["mean_acceptance_length"]),
             {int(c): v for c, v in (d.get("output_tokens_per_s_by_concurrency") or {}).items()},
             list(d.get("errors") or []),
+            {f: [float(x) for x in v] for f, v in (d.get("decode_samples") or {}).items()},
+            int(d.get("rounds") or 1),
         )  # fmt: skip
+
+    def merged(self, later: KResult) -> KResult:
+        """This K's figures with another round's: medians and min–max over every answer of
+        both launches, so the spread holds what a relaunch moves as well as a repetition."""
+        samples = {f: self.samples.get(f, []) + later.samples.get(f, [])
+                   for f in {*self.samples, *later.samples}}  # fmt: skip
+        decode = {f: statistics.median(v) if v else None for f, v in samples.items()}
+        spread = {f: [min(v), max(v)] if v else [] for f, v in samples.items()}
+        tau = {f: self.tau.get(f) if self.tau.get(f) is not None else later.tau.get(f)
+               for f in {*self.tau, *later.tau}}  # fmt: skip
+        levels = {}
+        for c in {*self.by_level, *later.by_level}:
+            vals = [v for v in (self.by_level.get(c), later.by_level.get(c)) if v is not None]
+            levels[c] = sum(vals) / len(vals) if vals else None
+        return KResult(self.k, decode, spread, tau, levels, self.errors + later.errors, samples,
+                       self.rounds + later.rounds)  # fmt: skip
 
 
 @dataclass
@@ -237,6 +261,8 @@ def run_tune(opts: TuneOptions, *, say: Say | None = None) -> TuneReport:
     say = say or (lambda _m: None)
     if opts.repetitions < 1:
         raise UsageError("--repetitions must be at least 1")
+    if not 1 <= opts.rounds <= 10:
+        raise UsageError("--rounds must be 1 to 10")
     _check_outputs(opts)  # before a sweep of many minutes, not after it
     from dflashctl.hosts import open_host
     from dflashctl.server.plan import demo_pair_dirs, speculative_tokens
@@ -252,28 +278,37 @@ def run_tune(opts: TuneOptions, *, say: Say | None = None) -> TuneReport:
         block_k, _src = speculative_tokens(host, drafter)
     ladder = parse_ladder(opts.ladder, block_k)
     done = _load_state(opts)
-    report = TuneReport(opts, ladder, [], resumed=[k for k in ladder if k in done])
-    for i, k in enumerate(ladder):
-        if k in done:
-            say(f"K={k}: kept from {opts.state_file}")
-            report.results.append(done[k])
-        else:
-            say(f"K={k}: launching" + (" (speculation off)" if k == 0 else ""))
-            result = _measure(opts, model, drafter, k, say)
-            done[k] = result
-            _save_state(opts, done)
-            report.results.append(result)
-        better = clearly_better_k(report.results, report.results[-1])
-        if opts.early_stop and better is not None and i + 1 < len(ladder):
-            report.stopped_by, report.skipped = k, ladder[i + 1 :]
-            left = ", ".join(map(str, report.skipped))
-            report.notes.append(
-                f"stopped early: K={k} was clearly slower than K={better} on every kind (its "
-                f"best repetition under {CLEARLY_WORSE:g}× K={better}'s worst); K={left} not "
-                "measured (--no-early-stop measures them)"
-            )
-            say(f"K={k}: clearly slower than K={better}; skipping K={left}")
-            break
+    complete = [k for k in ladder if k in done and done[k].rounds >= opts.rounds]
+    report = TuneReport(opts, ladder, [], resumed=complete)
+    for rnd in range(1, opts.rounds + 1):
+        tag = f"round {rnd}/{opts.rounds}: " if opts.rounds > 1 else ""
+        for i, k in enumerate(ladder):
+            if k in report.skipped:
+                continue
+            have = done.get(k)
+            if have is not None and have.rounds >= rnd:
+                if rnd == 1:
+                    say(f"{tag}K={k}: kept from {opts.state_file}")
+            else:
+                say(f"{tag}K={k}: launching" + (" (speculation off)" if k == 0 else ""))
+                result = _measure(opts, model, drafter, k, say)
+                done[k] = have.merged(result) if have is not None else result
+                _save_state(opts, done)
+            if rnd > 1 or not opts.early_stop:
+                continue
+            measured = [done[x] for x in ladder[: i + 1] if x in done]
+            better = clearly_better_k(measured, done[k])
+            if better is not None and i + 1 < len(ladder):
+                report.stopped_by, report.skipped = k, ladder[i + 1 :]
+                left = ", ".join(map(str, report.skipped))
+                report.notes.append(
+                    f"stopped early: K={k} was clearly slower than K={better} on every kind "
+                    f"(its best repetition under {CLEARLY_WORSE:g}× K={better}'s worst); "
+                    f"K={left} not measured (--no-early-stop measures them)"
+                )
+                say(f"K={k}: clearly slower than K={better}; skipping K={left}")
+                break
+    report.results = [done[k] for k in ladder if k in done and k not in report.skipped]
     _notes(report)
     if opts.plot is not None:
         from dflashctl.commands.tune.plot import write_plot
@@ -359,15 +394,16 @@ def _measure(opts: TuneOptions, model: str, drafter: str, k: int, say: Say) -> K
         if dep is not None:
             stop_deployment(dep, grace=10.0)
     tr = bench.targets[0]
-    decode, spread, tau = {}, {}, {}
+    decode, spread, tau, samples = {}, {}, {}, {}
     for fixture, cell in tr.cells.items():
         decode[fixture] = cell.decode_tokens_per_s
+        samples[fixture] = [c.decode_tokens_per_s for c in cell.good if c.decode_tokens_per_s]
         rng = cell.decode_range
         spread[fixture] = [rng[0], rng[1]] if rng else []
         _s, w, _m = cell.acceptance()
         tau[fixture] = w.mean_acceptance_length if (w and k) else None
     levels = {lv.concurrency: lv.throughput for lv in bench.sweep}
-    return KResult(k, decode, spread, tau, levels, bench.failures)
+    return KResult(k, decode, spread, tau, levels, bench.failures, samples)
 
 
 def _notes(report: TuneReport) -> None:
