@@ -240,6 +240,10 @@ def test_rounds_relaunch_every_k_in_turn_and_pool_their_answers(monkeypatch, cap
         assert r["rounds"] == 2 and len(xs) >= 2
         assert r["spread"]["code"] == [min(xs), max(xs)]
         assert r["decode_tokens_per_s"]["code"] == pytest.approx(statistics.median(xs))
+    lo, hi = data["speedup_vs_off"]["3"]["code"]["by_round"]  # K=3 over off, round by round
+    by_k = {r["k"]: r["decode_by_round"]["code"] for r in data["results"]}
+    ratios = [a / b for a, b in zip(by_k[3], by_k[0], strict=True)]
+    assert (lo, hi) == (pytest.approx(min(ratios)), pytest.approx(max(ratios)))
     assert state.all_deployments() == []
     # the same command resumes nothing; other rounds are other settings
     code, again, err = run_json(monkeypatch, capsys, *ARGS, "--rounds", "2", "--state", str(st))
@@ -258,3 +262,14 @@ def test_merged_rounds_pool_samples_and_keep_tau():
     assert m.tau == {"code": 2.1} and m.by_level == {4: 42.0}
     assert m.rounds == 2 and m.errors == ["x"] and len(m.samples["code"]) == 6
     assert KResult.from_json(m.to_json()) == m
+
+
+def test_speedups_pair_each_round_with_its_own_control():
+    """The machine got 10 % faster between the rounds: each round's ratio is the same 1.25."""
+    off = KResult(0, {"a": 22.0}, {"a": [20.0, 24.0]}, {}, by_round={"a": [20.0, 24.0]}, rounds=2)
+    k3 = KResult(3, {"a": 27.5}, {"a": [25.0, 30.0]}, {}, by_round={"a": [25.0, 30.0]}, rounds=2)
+    report = TuneReport(TuneOptions(rounds=2), [0, 3], [off, k3])
+    assert report.speedup_range(k3, "a") == [pytest.approx(1.25), pytest.approx(1.25)]
+    assert report.speedup_range(off, "a") is None
+    one = KResult(3, {"a": 27.5}, {}, {}, by_round={"a": [27.5]})
+    assert TuneReport(TuneOptions(), [0, 3], [off, one]).speedup_range(one, "a") is None

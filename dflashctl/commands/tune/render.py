@@ -21,7 +21,10 @@ def _f(x: float | None, fmt: str) -> str:
 
 
 def tune_table(report: TuneReport) -> Table:
-    t = Table(title="Decode tokens/s by K (median, min–max; τ; speed vs off)", title_justify="left")
+    title = "Decode tokens/s by K (median, min–max; τ; speed vs off"
+    if report.options.rounds > 1:
+        title += ", min–max over the rounds"
+    t = Table(title=title + ")", title_justify="left")
     t.add_column("K")
     for f in report.fixtures():
         t.add_column(f, justify="right")
@@ -37,6 +40,9 @@ def tune_table(report: TuneReport) -> Table:
                 cell += f"; τ {tau:.2f}"
             if r.k and sp is not None:
                 cell += f"; {sp:.2f}×"
+                rr = report.speedup_range(r, f)
+                if rr is not None:
+                    cell += f" ({rr[0]:.2f}–{rr[1]:.2f})"
             row.append(cell)
         t.add_row(*row)
     return t

@@ -74,13 +74,14 @@ class KResult:
     errors: list[str] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)  # fixture -> every answer's
     rounds: int = 1  # launches measured (interleaved rounds)
+    by_round: dict[str, list[float]] = field(default_factory=dict)  # fixture -> each launch's
 
     def to_json(self) -> dict[str, Any]:
         return {"k": self.k, "decode_tokens_per_s": self.decode, "spread": self.spread,
                 "mean_acceptance_length": self.tau,
                 "output_tokens_per_s_by_concurrency": {str(c): v for c, v in self.by_level.items()},
                 "errors": self.errors, "decode_samples": self.samples,
-                "rounds": self.rounds}  # fmt: skip
+                "rounds": self.rounds, "decode_by_round": self.by_round}  # fmt: skip
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KResult:
@@ -91,6 +92,7 @@ class KResult:
             list(d.get("errors") or []),
             {f: [float(x) for x in v] for f, v in (d.get("decode_samples") or {}).items()},
             int(d.get("rounds") or 1),
+            {f: [float(x) for x in v] for f, v in (d.get("decode_by_round") or {}).items()},
         )  # fmt: skip
 
     def merged(self, later: KResult) -> KResult:
@@ -106,8 +108,10 @@ class KResult:
         for c in {*self.by_level, *later.by_level}:
             vals = [v for v in (self.by_level.get(c), later.by_level.get(c)) if v is not None]
             levels[c] = sum(vals) / len(vals) if vals else None
+        by_round = {f: self.by_round.get(f, []) + later.by_round.get(f, [])
+                    for f in {*self.by_round, *later.by_round}}  # fmt: skip
         return KResult(self.k, decode, spread, tau, levels, self.errors + later.errors, samples,
-                       self.rounds + later.rounds)  # fmt: skip
+                       self.rounds + later.rounds, by_round)  # fmt: skip
 
 
 @dataclass
@@ -160,6 +164,17 @@ class TuneReport:
                 out.append(r.k)
         return out
 
+    def speedup_range(self, r: KResult, fixture: str) -> list[float] | None:
+        """[min, max] over the rounds of this K's speed over speculation off's in the same
+        round (both launched minutes apart, in turn): the drift of the machine between rounds
+        cancels out of each ratio. None with one round."""
+        off = next((x for x in self.results if x.k == 0), None)
+        if off is None or r.k == 0:
+            return None
+        mine, base = r.by_round.get(fixture, []), off.by_round.get(fixture, [])
+        ratios = [m / b for m, b in zip(mine, base, strict=False) if m and b]
+        return [min(ratios), max(ratios)] if len(ratios) >= 2 else None
+
     def speedup(self, r: KResult, fixture: str) -> float | None:
         off = next((x for x in self.results if x.k == 0), None)
         base = off.decode.get(fixture) if off else None
@@ -197,6 +212,14 @@ class TuneReport:
                 f: (b[0] if (b := self.best(f)) else None) for f in self.fixtures()
             },
             "ties_per_fixture": {f: self.ties(f) for f in self.fixtures()},
+            "speedup_vs_off": {
+                str(r.k): {
+                    f: {"median": self.speedup(r, f), "by_round": self.speedup_range(r, f)}
+                    for f in self.fixtures()
+                }
+                for r in self.results
+                if r.k
+            },
             "skipped_by_early_stop": self.skipped,
             "plot": str(self.plot) if self.plot else None,
             "playbook": {"path": str(self.playbook), "serve": self.playbook_serve}
@@ -403,7 +426,8 @@ def _measure(opts: TuneOptions, model: str, drafter: str, k: int, say: Say) -> K
         _s, w, _m = cell.acceptance()
         tau[fixture] = w.mean_acceptance_length if (w and k) else None
     levels = {lv.concurrency: lv.throughput for lv in bench.sweep}
-    return KResult(k, decode, spread, tau, levels, bench.failures, samples)
+    by_round = {f: [v] for f, v in decode.items() if v}
+    return KResult(k, decode, spread, tau, levels, bench.failures, samples, 1, by_round)
 
 
 def _notes(report: TuneReport) -> None:
