@@ -135,6 +135,15 @@ class TestTinyRandomPair:
         assert row(d, "speculation")["status"] == "fail"
         # speculative greedy output equals plain greedy output, token for token
         assert row(d, "lossless")["status"] == "ok", row(d, "lossless")
+        # the server's own per-request acceptance (vLLM's metrics.speculative_decoding shape),
+        # pooled, is the window the /metrics counters give for the same requests
+        per = [c["speculative_decoding"] for c in d["requests"]]
+        assert all(m["num_spec_steps"] > 0 and m["num_spec_tokens"] == 3 for m in per), per
+        assert d["per_request_mean_acceptance_length"] == pytest.approx(
+            d["mean_acceptance_length"], abs=1e-3)  # fmt: skip
+        plain_d = smoke(monkeypatch, capsys, plain.url, "--max-tokens", "16")[1]
+        assert plain_d["per_request_mean_acceptance_length"] is None  # no drafts, no object
+        assert all(c["speculative_decoding"] is None for c in plain_d["requests"])
 
     def test_collapse_from_the_log(self, servers, monkeypatch, capsys):
         spec = servers["spec"]

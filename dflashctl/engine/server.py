@@ -58,6 +58,25 @@ class Job:
     prompt_ids: list[int]
     max_tokens: int
     cancelled: threading.Event = field(default_factory=threading.Event)
+    spec: Any = None  # this request's SpecStats, once it runs
+
+
+def spec_decode_metrics(job: Job, k: int | None) -> dict[str, Any] | None:
+    """This request's acceptance as vLLM reports it per request
+    (`metrics.speculative_decoding`, vLLM's --per-request-spec-decode-metrics summary)."""
+    st = job.spec
+    if st is None or not st.num_drafts:
+        return None
+    return {
+        "mean_acceptance_length": st.mean_acceptance_length,
+        "draft_acceptance_rate": (
+            st.num_accepted_tokens / st.num_draft_tokens if st.num_draft_tokens else None
+        ),
+        "num_spec_steps": st.num_drafts,
+        "num_accepted_draft_tokens": st.num_accepted_tokens,
+        "num_draft_tokens": st.num_draft_tokens,
+        "num_spec_tokens": k,
+    }
 
 
 class EngineServer:
@@ -143,6 +162,7 @@ class EngineServer:
             return
         eos = self.engine.eos_ids
         stats, seen = SpecStats(), SpecStats()
+        job.spec = stats
         produced = 0
         self.stats.observe_tokens(len(job.prompt_ids), 0)
         steps = self.engine.stream(job.prompt_ids, job.max_tokens, stats)
@@ -304,6 +324,10 @@ async def respond(
         p = len(job.prompt_ids)
         return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
 
+    def per_request() -> dict[str, Any]:
+        m = spec_decode_metrics(job, getattr(server.engine, "k", None))
+        return {"metrics": {"speculative_decoding": m}} if m is not None else {}
+
     if not body.get("stream"):
         tokens: list[int] = []
         finish = "length"
@@ -334,6 +358,7 @@ async def respond(
             "choices": [choice],
             "usage": usage(len(tokens)),
             "system_fingerprint": f"dflashctl-{__version__}",
+            **per_request(),
         }
 
     obj = "chat.completion.chunk" if chat else "text_completion"
@@ -363,8 +388,8 @@ async def respond(
                 delta, sent = text[len(sent) :], text
                 if delta or reason:
                     yield event({"choices": [choice_of(delta, reason)]})
-            if include_usage:
-                yield event({"choices": [], "usage": usage(len(tokens))})
+            if include_usage:  # vLLM sends its per-request metrics on this chunk only
+                yield event({"choices": [], "usage": usage(len(tokens)), **per_request()})
             yield "data: [DONE]\n\n"
         except Exception as exc:
             err = {"message": f"engine error: {exc}", "type": "InternalServerError", "code": 500}

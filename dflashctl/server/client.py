@@ -64,6 +64,9 @@ class Completion:
     decode_s: float | None = None  # first to last text event
     total_s: float | None = None
     notes: list[str] | None = None
+    # the server's own per-request acceptance (`metrics.speculative_decoding`: vLLM with
+    # --per-request-spec-decode-metrics, the bundled engine), as it sent it
+    spec_decode: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,8 +111,15 @@ class Completion:
             "decode_s": _r(self.decode_s, 4),
             "total_s": _r(self.total_s, 4),
             "decode_tokens_per_s": _r(tps, 2),
+            "speculative_decoding": self.spec_decode,
             "notes": self.notes or [],
         }
+
+    @property
+    def spec_tau(self) -> float | None:
+        """The server's own mean acceptance length for this request, where it sent one."""
+        v = (self.spec_decode or {}).get("mean_acceptance_length")
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _r(x: float | None, nd: int) -> float | None:
@@ -451,6 +461,9 @@ def _event(c: Completion, payload: str) -> bool:
         c.error = f"the server reported an error mid-stream: {str(msg)[:300]}"
         c.hint = "read the engine's log for the cause"
         return False
+    metrics = obj.get("metrics")
+    if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
+        c.spec_decode = metrics["speculative_decoding"]
     usage = obj.get("usage")
     if isinstance(usage, dict):
         ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")

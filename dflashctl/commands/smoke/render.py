@@ -29,7 +29,9 @@ def _f(x: float | None, fmt: str) -> str:
 
 
 def requests_table(report: SmokeReport, width: int = 100) -> Table:
-    n = max(12, min(EXCERPT, width - 60))  # the answer column takes what the figures leave
+    own = report.per_request_tau is not None  # the server sent its per-request acceptance
+    # the answer column takes what the figures leave
+    n = max(12, min(EXCERPT, width - 60 - (7 if own else 0)))
     t = Table(title="Requests", title_justify="left", show_edge=False, pad_edge=False)
     t.add_column("prompt", no_wrap=True)
     t.add_column("answer (first characters)", no_wrap=True, max_width=n + 2)
@@ -37,9 +39,11 @@ def requests_table(report: SmokeReport, width: int = 100) -> Table:
     t.add_column("finish", no_wrap=True)
     t.add_column("TTFT", justify="right", no_wrap=True)
     t.add_column("decode", justify="right", no_wrap=True)
+    if own:
+        t.add_column("τ", justify="right", no_wrap=True)
     for c in report.completions:
         if not c.ok:
-            t.add_row(c.prompt_id, "[red]no answer[/red]", "-", "-", "-", "-")
+            t.add_row(c.prompt_id, "[red]no answer[/red]", "-", "-", "-", "-", *(["-"] * own))
             continue
         field = "" if c.content else f"[dim]({c.reasoning_field})[/dim] "
         t.add_row(
@@ -49,6 +53,7 @@ def requests_table(report: SmokeReport, width: int = 100) -> Table:
             c.finish_reason or "-",
             _f(c.ttft_s, "{:.2f} s"),
             _f(c.decode_tokens_per_s, "{:.1f} tok/s"),
+            *([_f(c.spec_tau, "{:.2f}")] if own else []),
         )
     return t
 
@@ -93,6 +98,13 @@ def render_smoke(report: SmokeReport, console: Console = out) -> None:
             parts.append(f"{report.completion_tokens} completion tokens")
         if parts:
             console.print("  " + " · ".join(parts))
+        pr = report.per_request_tau
+        if pr is not None:
+            console.print(
+                f"  the server's own per-request acceptance (metrics.speculative_decoding): "
+                f"τ {pr[0]:.2f} pooled over {pr[1]} request(s)",
+                soft_wrap=True,
+            )
     spec = report.spec
     if spec is not None:
         src = "Prometheus counters" if spec.source == "prometheus" else "log lines"

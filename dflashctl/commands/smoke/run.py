@@ -132,6 +132,18 @@ class SmokeReport:
         return sum(n for n in ns if n is not None) if any(n is not None for n in ns) else None
 
     @property
+    def per_request_tau(self) -> tuple[float, int] | None:
+        """(τ pooled over the requests' own `metrics.speculative_decoding`: 1 + Σ accepted /
+        Σ steps, how many requests carried it), or None when the server sent none."""
+        steps = accepted = n = 0
+        for c in self.completions:
+            m = c.spec_decode or {}
+            st, acc = m.get("num_spec_steps"), m.get("num_accepted_draft_tokens")
+            if isinstance(st, int) and isinstance(acc, int) and st > 0:
+                steps, accepted, n = steps + st, accepted + acc, n + 1
+        return (1 + accepted / steps, n) if steps else None
+
+    @property
     def finish_reason(self) -> str | None:
         rs = {c.finish_reason for c in self.completions if c.ok}
         if not rs:
@@ -153,6 +165,9 @@ class SmokeReport:
             "mean_acceptance_length": _r(w.mean_acceptance_length, 4) if w else None,
             "draft_acceptance_rate": _r(w.draft_acceptance_rate, 4) if w else None,
             "per_position": [round(p, 4) for p in pp] if pp else None,
+            "per_request_mean_acceptance_length": (
+                _r(pr[0], 4) if (pr := self.per_request_tau) else None
+            ),
             "alarms": [f.to_json() for f in self.findings],
             "speculation": self.spec.to_json() if self.spec else None,
             "max_tokens": self.max_tokens,
