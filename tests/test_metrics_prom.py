@@ -298,3 +298,88 @@ class TestLlamaCppCounters:
         code, _out, err = run_main(monkeypatch, capsys, "metrics", srv.url, *FAST)
         assert code == 2 and "without speculative-decoding counters" in err
         assert "llama.cpp#26389" in err and "Traceback" not in err
+
+
+class SGLangInfoServer:
+    """SGLang without --enable-metrics, as its HTTP server answers: 404 on /metrics, its
+    server arguments and per-rank internal state on /server_info (`old`: only the
+    /get_server_info name of releases before 2026-03)."""
+
+    def __init__(self, info: dict, *, old: bool = False) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.paths: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.paths.append(self.path)
+                ok = self.path == ("/get_server_info" if old else "/server_info")
+                body = json.dumps(info).encode() if ok else b'{"detail":"Not Found"}'
+                self.send_response(200 if ok else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def sglang_info(*lengths: float | None, algo: str | None = "EAGLE") -> dict:
+    states = []
+    for v in lengths:
+        st: dict = {"last_gen_throughput": 85.3, "memory_usage": {}}
+        if v is not None:
+            st["avg_spec_accept_length"] = v
+        states.append(st)
+    return {"model_path": "Qwen/Qwen3-8B", "speculative_algorithm": algo,
+            "internal_states": states, "version": "0.5.23"}  # fmt: skip
+
+
+class TestSGLangServerInfo:
+    """SGLang's /server_info when its /metrics is off: avg_spec_accept_length per DP rank."""
+
+    @pytest.mark.parametrize("old", [False, True])
+    def test_a_collapsed_rank_is_an_alarm(self, monkeypatch, capsys, old: bool) -> None:
+        srv = SGLangInfoServer(sglang_info(3.41, 1.02), old=old)
+        try:
+            code, out, err = run_main(monkeypatch, capsys, "metrics", srv.url, "--json", *FAST)
+        finally:
+            srv.close()
+        d = json.loads(out)
+        assert code == 1 and d["engine"] == "sglang", err
+        assert [(a["kind"], a["stream"]) for a in d["alarms"]] == [("collapse", "dp1")]
+        assert "/metrics" in srv.paths[0] and srv.paths[-1].endswith("server_info")
+
+    def test_healthy_and_idle(self, monkeypatch, capsys) -> None:
+        srv = SGLangInfoServer(sglang_info(3.41))
+        try:
+            code, out, err = run_main(monkeypatch, capsys, "metrics", srv.url, "--json", *FAST)
+            assert code == 0, err
+            assert json.loads(out)["mean_acceptance_length"] == pytest.approx(3.41)
+        finally:
+            srv.close()
+        idle = SGLangInfoServer(sglang_info(None))  # speculating, no verify step yet
+        try:
+            code, out, _ = run_main(monkeypatch, capsys, "metrics", idle.url, "--json", *FAST)
+            assert "no verify step has run yet" in " ".join(json.loads(out)["notes"])
+        finally:
+            idle.close()
+
+    def test_speculation_off(self, monkeypatch, capsys) -> None:
+        srv = SGLangInfoServer(sglang_info(algo=None))
+        try:
+            code, out, _ = run_main(monkeypatch, capsys, "metrics", srv.url, "--json", *FAST)
+        finally:
+            srv.close()
+        assert code == 1 and [a["kind"] for a in json.loads(out)["alarms"]] == ["no_speculation"]

@@ -329,6 +329,31 @@ def analyze_remote(source: str, opts: MetricsOptions, th: Thresholds) -> Metrics
 # ---- Prometheus ------------------------------------------------------------------------------
 
 
+def _from_server_info(
+    url: str, info: dict[str, Any], th: Thresholds, opts: MetricsOptions
+) -> MetricsReport:
+    """SGLang without --enable-metrics: its /server_info (avg_spec_accept_length per rank)."""
+    from dflashctl.metrics import prom
+
+    base = url.removesuffix("/metrics")
+    state = MetricsState(source=f"{base}/server_info", kind="prometheus", engine="sglang",
+                         windows=[], total_windows=0)  # fmt: skip
+    algo = info.get("speculative_algorithm")
+    if algo in (None, "", "NONE", "None"):
+        state.spec_config = {"enabled": False, "engine": "sglang"}
+        return judge(state, th, opts)
+    state.spec_config = {"enabled": True, "engine": "sglang", "method": str(algo).lower()}
+    state.windows = prom.server_info_windows(info, datetime.now())
+    state.total_windows = len(state.windows)
+    state.notes.append(
+        "read from SGLang's /server_info (no /metrics: start it with --enable-metrics for "
+        "windows and rates): avg_spec_accept_length since start or the last cache flush"
+    )
+    if not state.windows:
+        state.notes.append(f"{algo} is on but no verify step has run yet: send traffic")
+    return judge(state, th, opts)
+
+
 def analyze_url(
     url: str,
     opts: MetricsOptions,
@@ -343,7 +368,13 @@ def analyze_url(
         text = prom.fetch_text(url, opts.timeout)
         return prom.parse_reading(text, at=datetime.now(), monotonic=time.monotonic(), url=url)
 
-    first = scrape()
+    try:
+        first = scrape()
+    except prom.PageNotFound:
+        info = prom.fetch_server_info(url.removesuffix("/metrics"), opts.timeout)
+        if info is None:
+            raise
+        return _from_server_info(url, info, th, opts)
     state = MetricsState(source=url, kind="prometheus", engine=None, windows=[], total_windows=0)
     if not (first.has_vllm or first.has_sglang):
         raise InputError(

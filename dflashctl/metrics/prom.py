@@ -11,9 +11,11 @@ imported lazily. No printing.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from dflashctl.errors import ServerError
 from dflashctl.metrics.window import SpecWindow
@@ -39,6 +41,10 @@ LLAMACPP_NAMES = {
     "llamacpp:requests_processing": V_RUNNING,
     "llamacpp:requests_deferred": V_WAITING,
 }
+
+
+class PageNotFound(ServerError):
+    """HTTP 404 for the metrics page (SGLang without --enable-metrics answers so)."""
 
 
 @dataclass
@@ -98,7 +104,7 @@ def fetch_text(url: str, timeout: float) -> str:
             "SGLang on 30000 with --enable-metrics",
         ) from None
     if status == 404:
-        raise ServerError(
+        raise PageNotFound(
             f"{shown} answered HTTP 404",
             "SGLang serves /metrics only with --enable-metrics; vLLM at http://HOST:PORT/metrics",
         )
@@ -281,3 +287,57 @@ def sglang_idle(a: PromReading | None, b: PromReading) -> bool:
     if a is None:
         return calls <= 0
     return calls <= a.sgl.get("sglang:spec_verify_calls", 0.0)
+
+
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang: the new name, the old one
+
+
+def fetch_server_info(base: str, timeout: float) -> dict[str, Any] | None:
+    """SGLang's server information (its arguments, and per data-parallel rank the scheduler's
+    internal state), or None when the server has no such page (not SGLang)."""
+    import httpx
+
+    from dflashctl.http_body import ACCEPT_ENCODING, BodyTooLarge, DeadlinePassed, read_body, redact
+
+    for path in SERVER_INFO_PATHS:
+        url = base.rstrip("/") + path
+        try:
+            with httpx.stream("GET", url, timeout=timeout, headers=ACCEPT_ENCODING) as r:
+                if r.status_code == 404:
+                    continue
+                if r.status_code >= 400:
+                    return None
+                raw = read_body(
+                    r, cap=4 << 20, what=redact(url), deadline=time.monotonic() + timeout
+                )
+        except (httpx.HTTPError, DeadlinePassed, BodyTooLarge):
+            return None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) and "internal_states" in data else None
+    return None
+
+
+def server_info_windows(info: dict[str, Any], at: datetime) -> list[SpecWindow]:
+    """One cumulative window per data-parallel rank whose scheduler reports
+    `avg_spec_accept_length` (accepted tokens per verify step, the bonus token included,
+    since start or the last cache flush)."""
+    out = []
+    raw = info.get("internal_states")
+    states: list[Any] = raw if isinstance(raw, list) else []
+    for i, st in enumerate(states):
+        v = st.get("avg_spec_accept_length") if isinstance(st, dict) else None
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            continue
+        w = SpecWindow(engine="sglang", format="sglang-server-info")
+        w.mean_acceptance_length = float(v)
+        w.cumulative = True
+        w.stream = f"dp{i}" if len(states) > 1 else "since start"
+        w.timestamp = at.replace(microsecond=0)
+        w.timestamp_raw = f"{at:%Y-%m-%d %H:%M:%S}"
+        g = st.get("last_gen_throughput")
+        w.generation_throughput = float(g) if isinstance(g, int | float) else None
+        out.append(w)
+    return out
