@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support.vllm_metrics import engine_line, spec_line, startup_lines, write_log
 
 from dflashctl.metrics.alarms import evaluate
@@ -267,6 +268,28 @@ class TestLargeBatch:
         assert kinds(r) == ["speculation_off_large_batch"] and "= 32" in (
             r.findings[0].likely_causes[0].cause
         )
+
+    # the rule's edge on both sides (issue 31): at the limit speculation is off, one under it
+    # a 1.00 is a collapse; SGLang's own edge is Thresholds.large_batch
+    @pytest.mark.parametrize(
+        ("running", "want"),
+        [(31, ["collapse"]), (32, ["speculation_off_large_batch"]),
+         (33, ["speculation_off_large_batch"])],
+    )  # fmt: skip
+    def test_vllm_batch_limit_edge(self, running: int, want: list[str]):
+        lines = [
+            "(APIServer pid=1) INFO 11-20 09:59:50 [utils.py:253] non-default args: {'model': "
+            "'Qwen/Qwen3-8B', 'speculative_config': {'method': 'eagle', 'model': 'x/eagle', "
+            "'num_speculative_tokens': 3, 'disable_by_batch_size': 32}}"
+        ]
+        lines += [engine_line(10, running=running), spec_line(10, mean=1.0, accepted=0)]
+        assert kinds(report(lines)) == want
+
+    @pytest.mark.parametrize("delta", [-1, 0, 1])
+    def test_sglang_large_batch_edge(self, delta: int):
+        n = Thresholds().large_batch + delta
+        r = report([sgl("2025-06-01 12:00:00 TP0", n, 1.00, 0.11)] * 3)
+        assert kinds(r) == (["speculation_off_large_batch"] if delta >= 0 else ["collapse"])
 
     def test_python_logging_prefixes(self):
         info = line_info("2025-06-01 12:00:00,123 - sglang.srt.managers.scheduler - INFO - x")

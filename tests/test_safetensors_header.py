@@ -199,6 +199,29 @@ def test_missing_and_unreadable_files(tmp_path: Path):
     path.write_bytes(head + b"\0" * size)
     tensors, _meta, file_size = read_file_header(path)
     assert tensors == {"x": TensorInfo("F32", (1,))} and file_size == len(head) + size
-    if os.geteuid() != 0:  # root reads anything
+    if os.geteuid() != 0:
         path.chmod(0)
         assert "cannot read" in _error(path)
+
+
+def test_an_unreadable_checkpoint_as_nobody() -> None:
+    """The same through verify-config as the user nobody: root reads anything and CI is root."""
+    import shutil
+
+    from support.unprivileged import run_unprivileged, world_dir
+
+    d = world_dir()
+    try:
+        (d / "drafter").mkdir()
+        (d / "drafter").chmod(0o755)
+        (d / "drafter" / "config.json").write_text("{}")
+        (d / "drafter" / "config.json").chmod(0o644)
+        head, size = header_bytes({"x": ("F32", [1])})
+        ckpt = d / "drafter" / "model.safetensors"
+        ckpt.write_bytes(head + b"\0" * size)
+        ckpt.chmod(0)
+        res = run_unprivileged(["verify-config", str(d / "drafter")], cwd=d)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "cannot read" in res.stderr and "Traceback" not in res.stderr
+    finally:
+        shutil.rmtree(d)

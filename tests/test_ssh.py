@@ -41,6 +41,22 @@ def host(opts):
         yield h
 
 
+@pytest.mark.parametrize(
+    ("spec", "port"),
+    [("h:0", None), ("h:1", 1), ("h:65535", 65535), ("h:65536", None), ("u@[::1]:65536", None),
+     ("u@h:99999", None)],
+)  # fmt: skip
+def test_the_ssh_port_edge(spec: str, port: int | None) -> None:
+    """A TCP port is 1 to 65535: both edges and one past each (issue 31)."""
+    from dflashctl.errors import InputError
+
+    if port is None:
+        with pytest.raises(InputError, match="out of range"):
+            parse_spec(spec)
+    else:
+        assert parse_spec(spec)[2] == port
+
+
 def test_parse_spec():
     assert parse_spec("alice@10.0.0.5:2222") == ("alice", "10.0.0.5", 2222)
     assert parse_spec("gpu1") == (None, "gpu1", None)

@@ -80,25 +80,8 @@ def expected_range(name: str) -> tuple[float | None, float | None]:
     """(min, max) expected mean acceptance length for a registry drafter, or (None, None)."""
     from dflashctl.drafter.registry import get_entry
 
-    entry = get_entry(name)
-    exp: Any = getattr(entry, "expected_acceptance", None)
-    if exp is None and isinstance(entry, dict):
-        exp = entry.get("expected_acceptance")
-    return _min_max(exp)
-
-
-def _min_max(exp: Any) -> tuple[float | None, float | None]:
-    if exp is None:
-        return None, None
-    if isinstance(exp, dict):
-        lo, hi = exp.get("min"), exp.get("max")
-    elif isinstance(exp, list | tuple) and len(exp) == 2:
-        lo, hi = exp
-    elif isinstance(exp, int | float):
-        lo, hi = exp, None
-    else:
-        lo, hi = getattr(exp, "min", None), getattr(exp, "max", None)
-    return (float(lo) if lo is not None else None, float(hi) if hi is not None else None)
+    exp = get_entry(name).expected_acceptance
+    return (exp.min, exp.max) if exp is not None else (None, None)
 
 
 def thresholds_for(source: str, opts: MetricsOptions, *, follow: bool = False) -> Thresholds:
