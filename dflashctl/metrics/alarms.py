@@ -43,6 +43,7 @@ from dflashctl.metrics.causes import (
     server_url,
     signature_of,
 )
+from dflashctl.metrics.startup import startup_warnings
 from dflashctl.metrics.thresholds import Thresholds
 from dflashctl.metrics.window import (
     Cause,
@@ -63,7 +64,7 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
         if th.follow:  # live: "nothing yet" is not news; speculation being off is
             found = [f for f in found if f.kind != "no_metrics"]
         return crash + found
-    findings = crash + _stale(state, th) + _implausible(state) + _reuse_off(state, th)
+    findings = crash + _stale(state, th) + _implausible(state) + startup_warnings(state, th)
     if state.startup_after_last_window is not None and not th.follow:
         return findings  # the numbers describe an earlier launch: judge nothing else
     cfg = state.spec_config or {}
@@ -394,32 +395,6 @@ def _crash(state: MetricsState, th: Thresholds) -> list[Finding]:
             )
         )
     return out
-
-
-def _reuse_off(state: MetricsState, th: Thresholds) -> list[Finding]:
-    """vLLM said at start-up that prefix reuse is off with this drafter (vllm#57032)."""
-    m = state.prefix_reuse_off
-    if m is None:
-        return []
-    when = f" at {m.timestamp:%m-%d %H:%M:%S}" if m.timestamp else ""
-    return [
-        Finding(
-            "prefix_reuse_disabled",
-            "warning",
-            f"vLLM switched prefix-cache reuse off at start-up{when}: no KV cache group was "
-            "identified as the DFlash drafter's, so every group is treated as the drafter's "
-            "(vllm#57032, open): every turn re-prefills its whole prompt, and long multi-turn "
-            "prompts lose the cache's speed-up whatever the acceptance",
-            [
-                Cause(
-                    "a hybrid (Mamba / GDN) target with DFlash on an affected vLLM: "
-                    "_uses_trailing_mtp_layers() handles only `mtp`; no fix upstream yet",
-                    f"grep -n 'no KV cache group' {th.source}; compare TTFT with the drafter "
-                    "off (dflashctl bench)",
-                )
-            ],
-        )
-    ]
 
 
 def _crash_causes(text: str, grep: str, th: Thresholds) -> list[Cause]:
