@@ -27,20 +27,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 
-def traffic(url: str, stop: threading.Event, prompts: list[str], log: list[float]) -> None:
-    import httpx
-
-    with httpx.Client(timeout=120) as client:
-        model = client.get(f"{url}/v1/models").json()["data"][0]["id"]
-        i = 0
-        while not stop.is_set():
-            msgs = [{"role": "user", "content": prompts[i % len(prompts)]}]
-            body = {"model": model, "max_tokens": 32, "temperature": 0, "messages": msgs}
-            client.post(f"{url}/v1/chat/completions", json=body).raise_for_status()
-            log.append(time.time())
-            i += 1
-
-
 def query_range(prom: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:
     import httpx
 
@@ -216,7 +202,7 @@ def main() -> None:
 
     from support.pairs import demo_pair
     from support.prometheus import Stack
-    from support.served_engine import served
+    from support.served_engine import chat_traffic, served
 
     from dflashctl.commands.alerts.run import AlertOptions, write_alerts
     from dflashctl.drafter.stale import write_stale_copy
@@ -247,7 +233,10 @@ def main() -> None:
             t0 = time.time()
             threads = [
                 threading.Thread(
-                    target=traffic, args=(ok_url, stops[0], prompts, done[0]), daemon=True
+                    target=chat_traffic,
+                    args=(ok_url, stops[0], prompts),
+                    kwargs={"max_tokens": 32, "answered": done[0]},
+                    daemon=True,
                 )
             ]
             threads[0].start()
@@ -255,7 +244,10 @@ def main() -> None:
             stale_from = time.time() - t0
             threads.append(
                 threading.Thread(
-                    target=traffic, args=(bad_url, stops[1], prompts[3:], done[1]), daemon=True
+                    target=chat_traffic,
+                    args=(bad_url, stops[1], prompts[3:]),
+                    kwargs={"max_tokens": 32, "answered": done[1]},
+                    daemon=True,
                 )
             )
             threads[1].start()

@@ -14,9 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from support.cli import run_main
+from support.served_engine import chat_traffic
 
 pytestmark = [
     pytest.mark.skipif(
@@ -28,19 +28,6 @@ pytestmark = [
 ]
 
 FOR_S = 5
-
-
-def traffic(url: str, stop: threading.Event, prompts: list[str]) -> None:
-    """Sequential chat requests until `stop`, as a client would send them."""
-    with httpx.Client(timeout=120) as client:
-        model = client.get(f"{url}/v1/models").json()["data"][0]["id"]
-        i = 0
-        while not stop.is_set():
-            msgs = [{"role": "user", "content": prompts[i % len(prompts)]}]
-            body = {"model": model, "max_tokens": 24, "temperature": 0, "messages": msgs}
-            r = client.post(f"{url}/v1/chat/completions", json=body)
-            assert r.status_code == 200, r.text
-            i += 1
 
 
 def test_collapse_reaches_alertmanager_and_healthy_traffic_does_not(
@@ -72,7 +59,9 @@ def test_collapse_reaches_alertmanager_and_healthy_traffic_does_not(
         stack = Stack.start(tmp_path / "stack", {"vllm": hosts}, rules)
         try:
             stop = threading.Event()
-            t = threading.Thread(target=traffic, args=(healthy_url, stop, prompts), daemon=True)
+            t = threading.Thread(
+                target=chat_traffic, args=(healthy_url, stop, prompts), daemon=True
+            )
             t.start()
             time.sleep(FOR_S * 2 + 8)  # healthy traffic: well past the rule's for:
             tau = stack.query(
@@ -85,7 +74,7 @@ def test_collapse_reaches_alertmanager_and_healthy_traffic_does_not(
 
             stop = threading.Event()
             start = time.monotonic()
-            t = threading.Thread(target=traffic, args=(stale_url, stop, prompts), daemon=True)
+            t = threading.Thread(target=chat_traffic, args=(stale_url, stop, prompts), daemon=True)
             t.start()
             deadline = start + 90
             fired: list = []

@@ -1,8 +1,11 @@
 """The real bundled engine, served as `dflashctl serve` serves it (`served`), for the diagnose
-tests; MAX_TOKENS: the answer length they ask of it."""
+and monitoring tests; MAX_TOKENS: the answer length they ask of it; `chat_traffic`: a client
+sending requests until told to stop."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,3 +46,28 @@ def served(target: Path, drafter: Path | None, name: str) -> Iterator[tuple[str,
         dep = state.load(name)
         if dep is not None:
             stop_deployment(dep)
+
+
+def chat_traffic(
+    url: str,
+    stop: threading.Event,
+    prompts: list[str],
+    *,
+    max_tokens: int = 24,
+    answered: list[float] | None = None,
+) -> None:
+    """Sequential greedy chat requests until `stop`, as a client sends them, each answer's
+    arrival time appended to `answered`."""
+    import httpx
+
+    with httpx.Client(timeout=120) as client:
+        model = client.get(f"{url}/v1/models").json()["data"][0]["id"]
+        i = 0
+        while not stop.is_set():
+            msgs = [{"role": "user", "content": prompts[i % len(prompts)]}]
+            body = {"model": model, "max_tokens": max_tokens, "temperature": 0, "messages": msgs}
+            r = client.post(f"{url}/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+            if answered is not None:
+                answered.append(time.time())
+            i += 1
