@@ -3,7 +3,10 @@
 For each K of a ladder (0 = speculation off, the plain control), one server is launched the way
 `serve` launches it (detached, its own deployment name), measured with `bench`'s matched method
 (the same fixtures or prompts, batch one, greedy, a warm-up, repetitions; concurrency levels if
-asked) and stopped before the next K starts, so servers never share the machine. Every K's
+asked) and stopped before the next K starts, so servers never share the machine. With
+`rounds` > 1 the ladder is walked that many times, each K relaunched per round and its answers
+pooled; its speed over speculation off is taken round by round. A K clearly slower than a
+smaller one on every kind ends the ladder in the first round (`early_stop`). Every K's
 figures are written to a state file as soon as they exist: a run that stops (a lost connection
 to a remote host, Ctrl-C) resumes from it with the same command. The recommendation is the
 fastest K per prompt kind and overall (the geometric mean over kinds), "off" where plain
