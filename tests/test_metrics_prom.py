@@ -66,14 +66,6 @@ class TestVllmCounters:
         assert d["per_position"] == pytest.approx([0.03, 0.01, 0.01])
         assert [a["kind"] for a in d["alarms"]] == ["collapse"]
 
-    def test_an_older_server_without_the_counters_is_told_to_read_the_log(self, serve, monkeypatch,
-                                                                          capsys):  # fmt: skip
-        page = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 12\n"
-        srv = serve(lambda n: page)
-        code, _out, err = run_main(monkeypatch, capsys, "metrics", srv.url, *FAST)
-        assert code == 2 and "without speculative-decoding counters" in err
-        assert "llama.cpp#26389" in err and "Traceback" not in err
-
     def test_counter_reset_means_restart(self, serve):
         srv = serve(lambda n: vllm_page(5 if n == 0 else 1))
         r = analyze_source(srv.url, MetricsOptions(interval=0.05))
