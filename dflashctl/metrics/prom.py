@@ -68,18 +68,12 @@ class PromReading:
     sgl: dict[str, float] = field(default_factory=dict)
 
 
-def fetch_text(url: str, timeout: float) -> str:
-    """GET the page; every failure is a `ServerError` (exit 2) with a hint."""
+def _get(url: str, timeout: float, cap: int) -> tuple[int, str, bytes]:
+    """(status, content type, body up to `cap` bytes; empty for an error status) of a GET;
+    a transport failure or the deadline passing is a `ServerError` (exit 2) with a hint."""
     import httpx
 
-    from dflashctl.http_body import (
-        ACCEPT_ENCODING,
-        MAX_METRICS_PAGE,
-        DeadlinePassed,
-        check_url,
-        read_body,
-        redact,
-    )
+    from dflashctl.http_body import ACCEPT_ENCODING, DeadlinePassed, check_url, read_body, redact
 
     check_url(url)
     shown = redact(url)  # never print a password from user:secret@
@@ -89,9 +83,7 @@ def fetch_text(url: str, timeout: float) -> str:
             "GET", url, timeout=timeout, follow_redirects=True, headers=ACCEPT_ENCODING
         ) as r:
             status, ctype = r.status_code, r.headers.get("content-type", "")
-            raw = b""
-            if status < 400:
-                raw = read_body(r, cap=MAX_METRICS_PAGE, what=shown, deadline=deadline)
+            raw = read_body(r, cap=cap, what=shown, deadline=deadline) if status < 400 else b""
     except (httpx.TimeoutException, DeadlinePassed):
         raise ServerError(
             f"{shown} did not answer within {timeout:g} s",
@@ -103,6 +95,15 @@ def fetch_text(url: str, timeout: float) -> str:
             "check host and port: vLLM serves /metrics on its API port (8000 by default), "
             "SGLang on 30000 with --enable-metrics",
         ) from None
+    return status, ctype, raw
+
+
+def fetch_text(url: str, timeout: float) -> str:
+    """GET the page; every failure is a `ServerError` (exit 2) with a hint."""
+    from dflashctl.http_body import MAX_METRICS_PAGE, redact
+
+    status, ctype, raw = _get(url, timeout, MAX_METRICS_PAGE)
+    shown = redact(url)
     if status == 404:
         raise PageNotFound(
             f"{shown} answered HTTP 404",
@@ -295,25 +296,15 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang: the new name
 def fetch_server_info(base: str, timeout: float) -> dict[str, Any] | None:
     """SGLang's server information (its arguments, and per data-parallel rank the scheduler's
     internal state), or None when the server has no such page (not SGLang)."""
-    import httpx
-
-    from dflashctl.http_body import ACCEPT_ENCODING, BodyTooLarge, DeadlinePassed, read_body, redact
-
     for path in SERVER_INFO_PATHS:
-        url = base.rstrip("/") + path
         try:
-            with httpx.stream("GET", url, timeout=timeout, headers=ACCEPT_ENCODING) as r:
-                if r.status_code == 404:
-                    continue
-                if r.status_code >= 400:
-                    return None
-                raw = read_body(
-                    r, cap=4 << 20, what=redact(url), deadline=time.monotonic() + timeout
-                )
-        except (httpx.HTTPError, DeadlinePassed, BodyTooLarge):
+            status, _ctype, raw = _get(base.rstrip("/") + path, timeout, 4 << 20)
+        except ServerError:  # unreachable, too slow, too large: no answer to fall back on
             return None
+        if status == 404:
+            continue
         try:
-            data = json.loads(raw)
+            data = json.loads(raw) if status < 400 else None
         except ValueError:
             return None
         return data if isinstance(data, dict) and "internal_states" in data else None
