@@ -479,6 +479,36 @@ def init_weights(module: torch.nn.Module) -> None:
         torch.nn.init.normal_(module.weight, std=0.02)
 
 
+def grow_state(
+    src: dict[str, torch.Tensor], dst: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """A smaller drafter's weights (src) inside a larger one's freshly initialised state (dst),
+    computing the same function: layers the source lacks get a zero o_proj and down_proj (each
+    is the identity on the residual stream until it learns), and an MLP wider than the
+    source's keeps the source's units and gives its new ones a zero down_proj column."""
+    out = {}
+    for k, fresh in dst.items():
+        if k.startswith("rope_"):
+            continue
+        old = src.get(k)
+        if old is None:
+            new = fresh.clone()
+            if k.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+                new.zero_()
+            out[k] = new
+        elif old.shape == fresh.shape:
+            out[k] = old.to(fresh.dtype)
+        else:  # a wider MLP: [I, H] gate/up rows, [H, I] down_proj columns
+            new = fresh.clone()
+            if k.endswith("mlp.down_proj.weight"):
+                new.zero_()
+                new[:, : old.shape[1]] = old
+            else:
+                new[: old.shape[0]] = old
+            out[k] = new
+    return out
+
+
 def rope_rows(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     # x: [N, h, Q, D]; cos/sin: [N, 1, Q, D] (per-row positions)
     half = x.shape[-1] // 2
@@ -587,7 +617,8 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     elif sz.init_from:
         from safetensors.torch import load_file
 
-        missing, unexpected = drafter.load_state_dict(load_file(sz.init_from), strict=False)
+        grown = grow_state(load_file(sz.init_from), drafter.state_dict())
+        missing, unexpected = drafter.load_state_dict(grown, strict=False)
         assert not unexpected and all(k.startswith("rope_") for k in missing), (missing, unexpected)
         log(f"round 1: from {sz.init_from}")
     params = list(drafter.parameters())
@@ -877,6 +908,18 @@ def evaluate(work: Path, out: Path, sz: Sizes) -> None:
     (out / "eval.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
+def heldout(work: Path, out: Path, sz: Sizes, dev: torch.device) -> None:
+    """The exported drafter's held-out acceptance on this machine's device in float32 (the CPU's
+    figures on a GPU: the same greedy text), without the stale variants: heldout.json."""
+    from dflashctl.engine.generate import Engine
+
+    engine = Engine.load(target_dir(work), out / "drafter", device=dev.type, dtype=torch.float32)
+    res = run_prompts(engine, sz)
+    log("heldout", {k: v for k, v in res.items() if k != "rows"})
+    rows = [{k: v for k, v in r.items() if k != "text"} for r in res["rows"]]
+    (out / "heldout.json").write_text(json.dumps({**res, "rows": rows}, indent=1) + "\n")
+
+
 def registry_entry(out: Path, sz: Sizes, dest: Path, current: Path) -> None:
     """The registry entry: the drafter's canonical values, file hashes and measured range, with
     the target part of `current` (the pinned conversion) kept as it is."""
@@ -964,6 +1007,8 @@ def main() -> None:
     last = round_file(args.work, sz.draft_round)
     if "export" in stages and (last.exists() or last.with_suffix(".partial.pt").exists()):
         export(args.work, args.out, sz)
+    if "heldout" in stages:
+        heldout(args.work, args.out, sz, dev)
     if "eval" in stages:
         evaluate(args.work, args.out, sz)
     if "registry" in stages:

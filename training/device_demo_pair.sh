@@ -17,7 +17,8 @@
 #           pack the drafter so far and the new answers
 #   check-demo  the target as in train, then the demo pair's greedy text on this GPU in float32
 #           (eager, CUDA graphs, and compiled with COMPILE=default) against the CPU's eval.json
-#   more    resume that schedule from the checkpoint until the deadline; pack the drafter
+#   more    resume that schedule from the checkpoint until the deadline; pack the drafter (with
+#           HELDOUT=1 also its held-out acceptance on the GPU in float32: heldout.json)
 # A lost machine: start again; what came back (prompts, answers, the drafter as INIT_FROM) and
 # was committed brings the run back.
 set -euo pipefail
@@ -137,8 +138,9 @@ check-demo)  # the demo pair's greedy text on this GPU in float32 against the CP
     ;;
 more)
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
-        --stages drafter,export --set draft_minutes="${DRAFT_MINUTES:-11}" \
+        --stages "drafter,export${HELDOUT:+,heldout}" --set draft_minutes="${DRAFT_MINUTES:-11}" \
         --deadline-minutes "${DEADLINE:-9.0}" "$@" 2>&1 | tee "$OUT/more.log" || echo "training exited with an error"
+    [ -f "$S/out/heldout.json" ] && cp "$S/out/heldout.json" "$OUT/"
     pack drafter out
     ls -la "$OUT"
     ;;
