@@ -1,10 +1,11 @@
 """An engine's launch settings, as the known-defect rules need them, from its command line or its
 own start-up log.
 
-`from_argv(engine, argv)` reads a vLLM or SGLang command line (what `serve` renders, what a user
-pastes); `from_vllm_config(fields)` reads the engine-config fields vLLM logs at start-up
-(`enable_prefix_caching=True, enforce_eager=False, …`). Both give a `LaunchSettings` whose fields
-are None where the source says nothing and the engine's default is not known either. No I/O.
+`from_argv(engine, argv)` reads a vLLM, SGLang or llama.cpp (`llama-server`) command line (what
+`serve` renders, what a user pastes); `from_vllm_config(fields)` reads the engine-config fields vLLM
+logs at start-up (`enable_prefix_caching=True, enforce_eager=False, …`). Both give a
+`LaunchSettings` whose fields are None where the source says nothing and the engine's default is not
+known either. No I/O.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ class LaunchSettings:
     max_model_len: int | None = None  # SGLang: --context-length
     dtype: str | None = None
     disable_custom_all_reduce: bool | None = None
+    split_mode: str | None = None  # llama.cpp -sm: none | layer | row | tensor
+    # llama.cpp --spec-draft-p-min as given; None when absent (the build's default: 0.0 since
+    # b9235, ggml-org/llama.cpp#23269)
+    spec_draft_p_min: float | None = None
     source: str = ""  # where the settings were read
 
     def to_json(self) -> dict[str, Any]:
@@ -63,8 +68,41 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+# llama-server: layers split across GPUs unless -sm says otherwise (common/common.h).
+LLAMA_CPP_DEFAULTS: dict[str, object] = {"split_mode": "layer"}
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _from_llama_argv(argv: Sequence[str]) -> LaunchSettings:
+    """llama-server's flags: split mode, the speculative type (`--spec-type draft-dflash` is
+    method dflash) and `--spec-draft-p-min` (older builds: `--draft-p-min`)."""
+    s = LaunchSettings(source="the launch command")
+    for i in range(len(argv)):
+        flag, value = _value(argv, i)
+        if flag in ("-sm", "--split-mode"):
+            s.split_mode = (value or "").lower() or None
+        elif flag == "--spec-type" and value:
+            first = value.split(",")[0].strip().lower()
+            s.method = first.removeprefix("draft-") or None
+        elif flag in ("--spec-draft-p-min", "--draft-p-min"):
+            s.spec_draft_p_min = _float(value)
+    for key, default in LLAMA_CPP_DEFAULTS.items():
+        if getattr(s, key) is None:
+            setattr(s, key, default)
+    return s
+
+
 def from_argv(engine: str, argv: Sequence[str]) -> LaunchSettings:
-    """vLLM's or SGLang's launch flags; absent flags take the engine's default."""
+    """vLLM's, SGLang's or llama-server's launch flags; absent flags take the engine's
+    default."""
+    if engine == "llama.cpp":
+        return _from_llama_argv(argv)
     s = LaunchSettings(source="the launch command")
     spec_json: str | None = None
     for i in range(len(argv)):
