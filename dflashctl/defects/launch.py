@@ -46,9 +46,12 @@ class LaunchSettings:
     # b9235, ggml-org/llama.cpp#23269)
     spec_draft_p_min: float | None = None
     source: str = ""  # where the settings were read
+    # None: every field is known, a None value meaning the engine's default (a command line);
+    # else the fields a server or a log told (the others are not known)
+    known: frozenset[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: v for k, v in self.__dict__.items() if v is not None and k != "known"}
 
 
 def _value(argv: Sequence[str], i: int) -> tuple[str, str | None]:
@@ -188,10 +191,28 @@ AB_FIELDS = {
 }
 
 
+def comparable(a: LaunchSettings, b: LaunchSettings, name: str) -> bool:
+    """Whether both sides know `name`: a server or log that did not tell it does not; a flag
+    left off a command line is the engine's default, whose value cannot be set against what
+    another source read (a served max_model_len)."""
+    for s, other in ((a, b), (b, a)):
+        if s.known is not None and name not in s.known:
+            return False
+        if getattr(s, name) is None and s.known is None and other.known is not None:
+            return False
+    return True
+
+
 def ab_differences(a: LaunchSettings, b: LaunchSettings) -> list[tuple[str, object, object]]:
-    """(setting, a's value, b's value) for each A/B setting the two launches set differently."""
+    """(setting, a's value, b's value) for each A/B setting the two launches set differently,
+    among those both sides know."""
     return [
         (label, getattr(a, name), getattr(b, name))
         for name, label in AB_FIELDS.items()
-        if getattr(a, name) != getattr(b, name)
+        if comparable(a, b, name) and getattr(a, name) != getattr(b, name)
     ]
+
+
+def ab_unknown(a: LaunchSettings, b: LaunchSettings) -> list[str]:
+    """The A/B settings that could not be compared (one side does not know them)."""
+    return [label for name, label in AB_FIELDS.items() if not comparable(a, b, name)]
