@@ -202,3 +202,5 @@ def test_the_cli_names_the_shared_lm_head(tmp_path, monkeypatch, capsys, native)
     row = next(c for c in data["checks"] if c["field"] == "weights: lm_head.weight")
     assert code == 1 and row["status"] == "missing" and row["expected"] == [N, H]
     assert "every position at 0.000" in row["hint"]
+    # no "shared with the target: ok" row beside it: the two would contradict each other
+    assert not any(c["field"] == "weights: embed_tokens/lm_head" for c in data["checks"])

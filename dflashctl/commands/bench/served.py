@@ -70,9 +70,9 @@ def _done(s: LaunchSettings, known: set[str]) -> LaunchSettings | None:
 def _get_json(url: str, timeout: float) -> Any:
     import json
 
-    from dflashctl.metrics.prom import _get
+    from dflashctl.metrics.prom import get_page
 
-    status, _ctype, raw = _get(url, timeout, 4 << 20)
+    status, _ctype, raw = get_page(url, timeout, 4 << 20)
     if status >= 400:
         return None
     try:

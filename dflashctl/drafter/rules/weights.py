@@ -207,7 +207,7 @@ def check_weights(c: Ctx, header: Header) -> None:
             f"[vocab, {hidden}]",
             "the drafter ships its own " + " and ".join(k.split(".")[0] for k in own),
         )
-    else:
+    elif not _reduced_vocab(c):  # a reduced vocabulary without its lm_head: the row below
         c.add(
             "weights: embed_tokens/lm_head",
             "ok",
@@ -289,6 +289,14 @@ WRONG_VOCAB = (
     "the engine then shows mean acceptance length 1.00 with every position at 0.000 while the "
     "text stays right (vllm-ascend#11374, local-inference-lab/vllm#54)"
 )
+
+
+def _reduced_vocab(c: Ctx) -> bool:
+    """The config declares a draft vocabulary smaller or larger than the target's."""
+    t_vocab = c.target.get("vocab_size") if c.target is not None else None
+    vocab = t_vocab if is_int(t_vocab) else c.r.vocab_size
+    n = c.cfg.get("draft_vocab_size")
+    return is_int(n) and n > 0 and n != vocab
 
 
 def check_vocab_ownership(c: Ctx, tensors: dict[str, Any], hidden: Any) -> None:
