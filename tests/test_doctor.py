@@ -530,7 +530,7 @@ def test_warnings_never_fail_only_errors_do(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--engine", "trt"], "--engine 'trt': use one of vllm, sglang, local"),
+        (["--engine", "trt"], "--engine 'trt': use one of vllm, sglang, llama.cpp, local"),
         (["--port", "70000"], "not a TCP port"),
         (["--python", "/no/such/python"], "not an executable"),
         (["--drafter", "/no/such/dir"], "not found on local"),

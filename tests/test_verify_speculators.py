@@ -111,3 +111,96 @@ def test_fix_refuses_a_speculators_config_and_writes_nothing(tmp_path, monkeypat
     assert [p.name for p in d.iterdir()] == ["model.safetensors", "config.json"] or sorted(
         p.name for p in d.iterdir()
     ) == ["config.json", "model.safetensors"]
+
+
+# ---- draft vocabulary / lm_head ownership (issue 28) -------------------------------------------
+
+H, V, N = 64, 300, 120  # the tiny pair's hidden size and vocabulary; a reduced draft vocabulary
+
+
+def vocab_dir(tmp_path: Path, native_dir: Path, cfg: dict[str, Any], extra: dict) -> Path:
+    """The drafter's own tensors plus `extra` ({name: (dtype, shape)}), in a real safetensors
+    file written here (header and a sparse data section), beside `cfg`."""
+    from support.safetensors_files import write_safetensors
+
+    from dflashctl.drafter.header import read_file_header
+
+    tensors, _meta, _size = read_file_header(native_dir / "model.safetensors")
+    spec = {name: (info.dtype, list(info.shape)) for name, info in tensors.items()}
+    spec.update(extra)
+    d = tmp_path / "vocab-drafter"
+    d.mkdir()
+    write_safetensors(d / "model.safetensors", spec)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+OWN_LM, D2T, T2D = ("BF16", [N, H]), ("I64", [N]), ("BOOL", [V])
+
+
+@pytest.mark.parametrize(
+    "draft_vocab, extra, rows",
+    [
+        # a speculators checkpoint with its own lm_head and d2t (RedHatAI's Qwen3-8B layout)
+        (N, {"lm_head.weight": OWN_LM, "d2t": D2T, "t2d": T2D},
+         {"weights: draft vocabulary": "ok"}),
+        (N, {"lm_head.weight": OWN_LM, "d2t": D2T}, {"weights: draft vocabulary": "ok"}),
+        # no lm_head of its own: vLLM shares the target's, every proposal a wrong token
+        (N, {"d2t": D2T}, {"weights: lm_head.weight": "missing"}),
+        (N, {"lm_head.weight": ("BF16", [V, H]), "d2t": D2T},
+         {"weights: lm_head.weight": "mismatch"}),
+        (N, {"lm_head.weight": OWN_LM}, {"weights: d2t": "missing"}),
+        (N, {"lm_head.weight": OWN_LM, "d2t": ("I64", [N + 1])}, {"weights: d2t": "mismatch"}),
+        (N, {"lm_head.weight": OWN_LM, "d2t": D2T, "t2d": ("BOOL", [N])},
+         {"weights: t2d": "mismatch"}),
+        # the weights carry a reduced vocabulary the config does not declare
+        (None, {"lm_head.weight": OWN_LM, "d2t": D2T}, {"weights: d2t": "mismatch"}),
+        (None, {"lm_head.weight": OWN_LM}, {"weights: lm_head.weight": "mismatch"}),
+        # the full vocabulary: its own lm_head [V, H], or the target's shared
+        (V, {"lm_head.weight": ("BF16", [V, H])}, {}),
+        (None, {}, {}),
+    ],
+)  # fmt: skip
+def test_draft_vocabulary_and_lm_head_ownership(tmp_path, native, draft_vocab, extra, rows):
+    target, drafter = native
+    cfg = to_speculators(json.loads((drafter / "config.json").read_text()))
+    if draft_vocab is not None:
+        cfg["draft_vocab_size"] = draft_vocab
+    report = verify_local(vocab_dir(tmp_path, drafter, cfg, extra), target=target)
+    got = {c.name: c.status for c in report.checks if c.name in {
+        "weights: draft vocabulary", "weights: lm_head.weight", "weights: d2t", "weights: t2d",
+        "draft_vocab_size"}}  # fmt: skip
+    assert got == rows, [c for c in report.checks if c.name in got]
+    for c in report.checks:
+        if c.name in rows and rows[c.name] != "ok":
+            assert (
+                "mean acceptance length 1.00" in c.hint
+                or "one d2t entry" in c.hint
+                or ("t2d marks" in c.hint)
+            ), c.hint
+    assert report.ok is (all(s == "ok" for s in rows.values()))
+
+
+def test_without_weights_a_draft_vocabulary_is_unchecked_not_passed(tmp_path, native):
+    _target, drafter = native
+    cfg = to_speculators(json.loads((drafter / "config.json").read_text()), draft_vocab_size=N)
+    d = tmp_path / "no-weights"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    report = verify_local(d)
+    row = next(c for c in report.checks if c.name == "draft_vocab_size")
+    assert row.status == "warning" and "neither is checked" in row.hint
+
+
+def test_the_cli_names_the_shared_lm_head(tmp_path, monkeypatch, capsys, native):
+    target, drafter = native
+    cfg = to_speculators(json.loads((drafter / "config.json").read_text()), draft_vocab_size=N)
+    d = vocab_dir(tmp_path, drafter, cfg, {"d2t": D2T})
+    code, out, _err = run_main(monkeypatch, capsys, "verify-config", str(d), "--target",
+                               str(target), "--json")  # fmt: skip
+    data = json.loads(out)
+    row = next(c for c in data["checks"] if c["field"] == "weights: lm_head.weight")
+    assert code == 1 and row["status"] == "missing" and row["expected"] == [N, H]
+    assert "every position at 0.000" in row["hint"]
+    # no "shared with the target: ok" row beside it: the two would contradict each other
+    assert not any(c["field"] == "weights: embed_tokens/lm_head" for c in data["checks"])

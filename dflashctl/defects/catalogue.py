@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from dflashctl.defects.predicates import PREDICATES
+from dflashctl.defects.predicates import LLAMA_CPP, PREDICATES, parse_version, show_version
 from dflashctl.errors import InputError
 from dflashctl.files import read_bounded
 from dflashctl.yaml_bounds import MAX_YAML_BYTES, check_bounds
@@ -39,7 +39,7 @@ CATALOGUE_PATH = Path(__file__).with_name("defects.yaml")
 UNKNOWN = "unknown"
 
 
-ENGINES = ("vllm", "sglang", "local")
+ENGINES = ("vllm", "sglang", "llama.cpp", "local")
 
 
 BUILDS = ("cpu", "gpu", "any")
@@ -87,28 +87,32 @@ class VersionRange:
     fixed_by: str | None = None
     confirmed_affected: tuple[Version, ...] = ()
     confirmed_unaffected: tuple[Version, ...] = ()
+    engine: str | None = None  # how versions are shown (llama.cpp builds as b9235)
+
+    def show(self, v: Version | None) -> str:
+        return show_version(self.engine, v) if v is not None else UNKNOWN
 
     def describe(self, floor: Version | None = None) -> str:
-        lo = str(self.introduced) if self.introduced else UNKNOWN
+        lo = self.show(self.introduced)
         if self.introduced is None and floor is not None:
-            lo += f" (DFlash support from {floor})"
-        hi = str(self.fixed) if self.fixed else UNKNOWN
+            lo += f" (DFlash support from {self.show(floor)})"
+        hi = self.show(self.fixed)
         if self.fixed is None and self.fixed_by:
             hi += f" (fix: {self.fixed_by})"
         text = f"introduced {lo}; fixed {hi}"
         if self.confirmed_affected:
-            text += "; affected: " + ", ".join(map(str, self.confirmed_affected))
+            text += "; affected: " + ", ".join(map(self.show, self.confirmed_affected))
         if self.confirmed_unaffected:
-            text += "; not affected: " + ", ".join(map(str, self.confirmed_unaffected))
+            text += "; not affected: " + ", ".join(map(self.show, self.confirmed_unaffected))
         return text
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "introduced": str(self.introduced) if self.introduced else UNKNOWN,
-            "fixed": str(self.fixed) if self.fixed else UNKNOWN,
+            "introduced": self.show(self.introduced),
+            "fixed": self.show(self.fixed),
             "fixed_by": self.fixed_by,
-            "confirmed_affected": [str(v) for v in self.confirmed_affected],
-            "confirmed_unaffected": [str(v) for v in self.confirmed_unaffected],
+            "confirmed_affected": [self.show(v) for v in self.confirmed_affected],
+            "confirmed_unaffected": [self.show(v) for v in self.confirmed_unaffected],
         }
 
 
@@ -169,7 +173,7 @@ class Defect:
 @dataclass(frozen=True)
 class EngineInfo:
     name: str
-    dflash_since: Version
+    dflash_since: Version | None  # None: the first release with DFlash is not known
     source: str
 
 
@@ -192,10 +196,20 @@ class Catalogue:
 class _Reader:
     """Typed access to one entry, every problem a one-line error naming file, entry and key."""
 
-    def __init__(self, path: Path, where: str, data: Any) -> None:
+    def __init__(self, path: Path, where: str, data: Any, engine: str | None = None) -> None:
         if not isinstance(data, dict):
             raise InputError(f"{path}: {where} must be a mapping")
         self.path, self.where, self.data = path, where, data
+        self.engine = engine  # whose version syntax bounds use (llama.cpp: builds)
+
+    def _version(self, key: str, value: str) -> Version:
+        try:
+            return parse_version(value, "", self.engine)
+        except InputError:
+            form = "a llama.cpp build (b<number>)" if self.engine == LLAMA_CPP else "a version"
+            if self.engine != LLAMA_CPP:
+                form += " (PEP 440)"
+            raise self.fail(key, f"{value!r} is not {form}") from None
 
     def fail(self, key: str, message: str) -> InputError:
         return InputError(f"{self.path}: {self.where}: {key}: {message}")
@@ -229,10 +243,7 @@ class _Reader:
             return None
         if not isinstance(value, str):
             raise self.fail(key, f"quote versions as strings or write {UNKNOWN}")
-        try:
-            return Version(value)
-        except InvalidVersion:
-            raise self.fail(key, f"{value!r} is not a version (PEP 440)") from None
+        return self._version(key, value)
 
     def versions(self, key: str) -> tuple[Version, ...]:
         value = self.data.get(key, [])
@@ -242,10 +253,7 @@ class _Reader:
         for v in value:
             if not isinstance(v, str):
                 raise self.fail(key, f"{v!r}: quote versions as strings")
-            try:
-                out.append(Version(v))
-            except InvalidVersion:
-                raise self.fail(key, f"{v!r} is not a version (PEP 440)") from None
+            out.append(self._version(key, v))
         return tuple(out)
 
 
@@ -263,14 +271,18 @@ def _parse_versions(r: _Reader) -> VersionRange:
         fixed_by=fixed_by,
         confirmed_affected=r.versions("confirmed_affected"),
         confirmed_unaffected=r.versions("confirmed_unaffected"),
+        engine=r.engine,
     )
+    show = vr.show
     if vr.introduced and vr.fixed and vr.introduced >= vr.fixed:
-        raise r.fail("fixed", f"{vr.fixed} is not after introduced {vr.introduced}")
+        raise r.fail("fixed", f"{show(vr.fixed)} is not after introduced {show(vr.introduced)}")
     for v in vr.confirmed_affected:
         if (vr.introduced and v < vr.introduced) or (vr.fixed and v >= vr.fixed):
-            raise r.fail("confirmed_affected", f"{v} is outside [introduced, fixed)")
+            raise r.fail("confirmed_affected", f"{show(v)} is outside [introduced, fixed)")
         if any(v >= u for u in vr.confirmed_unaffected):
-            raise r.fail("confirmed_affected", f"{v} is at or after a release listed unaffected")
+            raise r.fail(
+                "confirmed_affected", f"{show(v)} is at or after a release listed unaffected"
+            )
     return vr
 
 
@@ -328,6 +340,7 @@ def _parse_defect(path: Path, index: int, data: Any) -> Defect:
     sources = r.data["sources"]
     if not isinstance(sources, list) or not sources or not all(isinstance(s, str) for s in sources):
         raise r.fail("sources", "must be a non-empty list of strings")
+    engine = r.choice("engine", ENGINES)
     mitigation = None
     if "mitigation" in r.data:
         m = _Reader(path, f"defect {defect_id}: mitigation", r.data["mitigation"])
@@ -344,9 +357,9 @@ def _parse_defect(path: Path, index: int, data: Any) -> Defect:
     return Defect(
         id=defect_id,
         title=r.text("title"),
-        engine=r.choice("engine", ENGINES),
+        engine=engine,
         versions=_parse_versions(
-            _Reader(path, f"defect {defect_id}: versions", r.data["versions"])
+            _Reader(path, f"defect {defect_id}: versions", r.data["versions"], engine)
         ),
         build=r.choice("build", BUILDS),
         runner=r.choice("runner", RUNNERS),
@@ -380,12 +393,10 @@ def parse_catalogue(text: str, path: Path) -> Catalogue:
     if not isinstance(raw_engines, dict):
         raise top.fail("engines", "must be a mapping")
     for name, body in raw_engines.items():
-        er = _Reader(path, f"engines: {name}", body)
+        er = _Reader(path, f"engines: {name}", body, str(name))
         er.keys({"dflash_since", "source"})
-        since = er.bound("dflash_since")
-        if since is None:
-            raise er.fail("dflash_since", "must be a version")
-        engines[str(name)] = EngineInfo(str(name), since, er.text("source"))
+        # `unknown` only where the sources do not give the first release with DFlash
+        engines[str(name)] = EngineInfo(str(name), er.bound("dflash_since"), er.text("source"))
     raw = top.data["defects"]
     if not isinstance(raw, list) or not raw:
         raise top.fail("defects", "must be a non-empty list")

@@ -1,10 +1,11 @@
 """An engine's launch settings, as the known-defect rules need them, from its command line or its
 own start-up log.
 
-`from_argv(engine, argv)` reads a vLLM or SGLang command line (what `serve` renders, what a user
-pastes); `from_vllm_config(fields)` reads the engine-config fields vLLM logs at start-up
-(`enable_prefix_caching=True, enforce_eager=False, …`). Both give a `LaunchSettings` whose fields
-are None where the source says nothing and the engine's default is not known either. No I/O.
+`from_argv(engine, argv)` reads a vLLM, SGLang or llama.cpp (`llama-server`) command line (what
+`serve` renders, what a user pastes); `from_vllm_config(fields)` reads the engine-config fields vLLM
+logs at start-up (`enable_prefix_caching=True, enforce_eager=False, …`). Both give a
+`LaunchSettings` whose fields are None where the source says nothing and the engine's default is not
+known either. No I/O.
 """
 
 from __future__ import annotations
@@ -40,10 +41,17 @@ class LaunchSettings:
     max_model_len: int | None = None  # SGLang: --context-length
     dtype: str | None = None
     disable_custom_all_reduce: bool | None = None
+    split_mode: str | None = None  # llama.cpp -sm: none | layer | row | tensor
+    # llama.cpp --spec-draft-p-min as given; None when absent (the build's default: 0.0 since
+    # b9235, ggml-org/llama.cpp#23269)
+    spec_draft_p_min: float | None = None
     source: str = ""  # where the settings were read
+    # None: every field is known, a None value meaning the engine's default (a command line);
+    # else the fields a server or a log told (the others are not known)
+    known: frozenset[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: v for k, v in self.__dict__.items() if v is not None and k != "known"}
 
 
 def _value(argv: Sequence[str], i: int) -> tuple[str, str | None]:
@@ -63,8 +71,41 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+# llama-server: layers split across GPUs unless -sm says otherwise (common/common.h).
+LLAMA_CPP_DEFAULTS: dict[str, object] = {"split_mode": "layer"}
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _from_llama_argv(argv: Sequence[str]) -> LaunchSettings:
+    """llama-server's flags: split mode, the speculative type (`--spec-type draft-dflash` is
+    method dflash) and `--spec-draft-p-min` (older builds: `--draft-p-min`)."""
+    s = LaunchSettings(source="the launch command")
+    for i in range(len(argv)):
+        flag, value = _value(argv, i)
+        if flag in ("-sm", "--split-mode"):
+            s.split_mode = (value or "").lower() or None
+        elif flag == "--spec-type" and value:
+            first = value.split(",")[0].strip().lower()
+            s.method = first.removeprefix("draft-") or None
+        elif flag in ("--spec-draft-p-min", "--draft-p-min"):
+            s.spec_draft_p_min = _float(value)
+    for key, default in LLAMA_CPP_DEFAULTS.items():
+        if getattr(s, key) is None:
+            setattr(s, key, default)
+    return s
+
+
 def from_argv(engine: str, argv: Sequence[str]) -> LaunchSettings:
-    """vLLM's or SGLang's launch flags; absent flags take the engine's default."""
+    """vLLM's, SGLang's or llama-server's launch flags; absent flags take the engine's
+    default."""
+    if engine == "llama.cpp":
+        return _from_llama_argv(argv)
     s = LaunchSettings(source="the launch command")
     spec_json: str | None = None
     for i in range(len(argv)):
@@ -150,10 +191,28 @@ AB_FIELDS = {
 }
 
 
+def comparable(a: LaunchSettings, b: LaunchSettings, name: str) -> bool:
+    """Whether both sides know `name`: a server or log that did not tell it does not; a flag
+    left off a command line is the engine's default, whose value cannot be set against what
+    another source read (a served max_model_len)."""
+    for s, other in ((a, b), (b, a)):
+        if s.known is not None and name not in s.known:
+            return False
+        if getattr(s, name) is None and s.known is None and other.known is not None:
+            return False
+    return True
+
+
 def ab_differences(a: LaunchSettings, b: LaunchSettings) -> list[tuple[str, object, object]]:
-    """(setting, a's value, b's value) for each A/B setting the two launches set differently."""
+    """(setting, a's value, b's value) for each A/B setting the two launches set differently,
+    among those both sides know."""
     return [
         (label, getattr(a, name), getattr(b, name))
         for name, label in AB_FIELDS.items()
-        if getattr(a, name) != getattr(b, name)
+        if comparable(a, b, name) and getattr(a, name) != getattr(b, name)
     ]
+
+
+def ab_unknown(a: LaunchSettings, b: LaunchSettings) -> list[str]:
+    """The A/B settings that could not be compared (one side does not know them)."""
+    return [label for name, label in AB_FIELDS.items() if not comparable(a, b, name)]

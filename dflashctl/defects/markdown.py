@@ -17,7 +17,12 @@ DOC_BEGIN = (
 DOC_END = "<!-- END catalogue -->"
 
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "local": "bundled engine"}
+ENGINE_NAMES = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "llama.cpp": "llama.cpp",
+    "local": "bundled engine",
+}
 
 
 def _arg_text(arg: object) -> str:

@@ -54,19 +54,19 @@ def _version_outcome(d: Defect, ctx: Context, floor: Version | None) -> tuple[Ou
     engine = ctx.facts.engine
     if ctx.version is None:
         return Outcome(None, f"{engine} version not known"), False
-    v, shown = public(ctx.version), str(ctx.version)
     vr = d.versions
+    v, shown = public(ctx.version), vr.show(ctx.version)
     lo = vr.introduced or floor
     if lo is not None and v < lo:
         why = "introduced" if vr.introduced else "DFlash support starts"
-        return Outcome(False, f"{engine} {shown} is before {lo} ({why})"), False
+        return Outcome(False, f"{engine} {shown} is before {vr.show(lo)} ({why})"), False
     if vr.fixed is not None and v >= vr.fixed:
-        return Outcome(False, f"{engine} {shown} has the fix ({vr.fixed})"), False
+        return Outcome(False, f"{engine} {shown} has the fix ({vr.show(vr.fixed)})"), False
     if vr.fixed is None:
         for good in vr.confirmed_unaffected:
             if v >= good:
                 return Outcome(
-                    False, f"{engine} {shown} is at or after {good}, not affected"
+                    False, f"{engine} {shown} is at or after {vr.show(good)}, not affected"
                 ), False
     if v in vr.confirmed_affected:
         return Outcome(True, f"{engine} {shown}: a release measured affected"), True

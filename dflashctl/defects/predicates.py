@@ -32,11 +32,28 @@ from dflashctl.errors import InputError
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 
-def parse_version(text: str, what: str = "version") -> Version:
+# llama.cpp has no release versions: its builds are numbered (release tag `b9235`, and
+# `llama-server --version` prints `version: 9235 (<commit>)`), so a build number is its version.
+LLAMA_CPP = "llama.cpp"
+_BUILD_RE = re.compile(r"b?(\d+)")
+
+
+def parse_version(text: str, what: str = "version", engine: str | None = None) -> Version:
+    """`text` as a comparable version; for llama.cpp a build (`b9235` or `9235`)."""
+    if engine == LLAMA_CPP:
+        m = _BUILD_RE.fullmatch(str(text).strip())
+        if m is None:
+            raise InputError(f"{what} {text!r} is not a llama.cpp build (b<number>)")
+        return Version(m.group(1))
     try:
         return Version(str(text))
     except InvalidVersion:
         raise InputError(f"{what} {text!r} is not a version (PEP 440)") from None
+
+
+def show_version(engine: str | None, version: Version) -> str:
+    """A version as the engine names it: llama.cpp builds as `b9235`."""
+    return f"b{version}" if engine == LLAMA_CPP else str(version)
 
 
 def public(version: Version) -> Version:
@@ -97,7 +114,9 @@ class Context:
             else None
         )
         self.version = (
-            parse_version(facts.version, f"{facts.engine} version") if facts.version else None
+            parse_version(facts.version, f"{facts.engine} version", facts.engine)
+            if facts.version
+            else None
         )
         self.build = infer_build(facts)
         self.runner, self.runner_why = infer_runner(facts, self.build)
@@ -342,6 +361,23 @@ def _p_draft_sample_method(ctx: Context, method: Any) -> Outcome:
     return _setting(ctx, "draft_sample_method", method, "draft_sample_method")
 
 
+def _p_split_mode(ctx: Context, mode: Any) -> Outcome:
+    return _setting(ctx, "split_mode", str(mode), "split mode (-sm)")
+
+
+def _p_draft_p_min_zero(ctx: Context, _arg: Any) -> Outcome:
+    if (missing := _need_launch(ctx)) is not None:
+        return missing
+    launch = ctx.facts.launch
+    assert launch is not None
+    p_min = launch.spec_draft_p_min
+    if p_min is None:
+        return Outcome(
+            True, f"--spec-draft-p-min not given: the build's default 0.0 ({launch.source})"
+        )
+    return Outcome(p_min <= 0.0, f"--spec-draft-p-min {p_min:g} ({launch.source})")
+
+
 def _p_tensor_parallel_at_least(ctx: Context, n: Any) -> Outcome:
     if (missing := _need_launch(ctx)) is not None:
         return missing
@@ -421,6 +457,14 @@ PREDICATES: dict[str, Predicate] = {
     ),
     "tensor_parallel_at_least": Predicate(
         _p_tensor_parallel_at_least, "the tensor parallel size is at least this", takes_value=True
+    ),
+    "split_mode": Predicate(
+        _p_split_mode, "llama.cpp's split mode (`-sm`, default layer) is this", takes_value=True
+    ),
+    "draft_p_min_zero": Predicate(
+        _p_draft_p_min_zero,
+        "llama.cpp's `--spec-draft-p-min` is 0 (given so, or absent on a build whose default is "
+        "0.0)",
     ),
     "spec_method": Predicate(
         _p_spec_method, "the speculative method (or the drafter's architecture) is one of", True

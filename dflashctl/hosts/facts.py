@@ -40,6 +40,7 @@ ENGINE_PATTERNS = (
     ("vllm", re.compile(r"(^|[\s/])vllm\s+serve(\s|$)|\bvllm\.entrypoints\b")),
     ("sglang", re.compile(r"\bsglang\.launch_server\b|(^|[\s/])sglang\s+serve(\s|$)")),
     ("dflashctl", re.compile(r"(^|[\s/])dflashctl\s+serve(\s|$)|\bdflashctl\.engine\b")),
+    ("llama.cpp", re.compile(r"(^|[\s/])llama-server(\s|$)")),
 )
 MAX_WALK_FILES = 20000
 KNORM_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.self_attn\.k_norm\.weight$")

@@ -68,7 +68,7 @@ class PromReading:
     sgl: dict[str, float] = field(default_factory=dict)
 
 
-def _get(url: str, timeout: float, cap: int) -> tuple[int, str, bytes]:
+def get_page(url: str, timeout: float, cap: int) -> tuple[int, str, bytes]:
     """(status, content type, body up to `cap` bytes; empty for an error status) of a GET;
     a transport failure or the deadline passing is a `ServerError` (exit 2) with a hint."""
     import httpx
@@ -102,7 +102,7 @@ def fetch_text(url: str, timeout: float) -> str:
     """GET the page; every failure is a `ServerError` (exit 2) with a hint."""
     from dflashctl.http_body import MAX_METRICS_PAGE, redact
 
-    status, ctype, raw = _get(url, timeout, MAX_METRICS_PAGE)
+    status, ctype, raw = get_page(url, timeout, MAX_METRICS_PAGE)
     shown = redact(url)
     if status == 404:
         raise PageNotFound(
@@ -298,7 +298,7 @@ def fetch_server_info(base: str, timeout: float) -> dict[str, Any] | None:
     internal state), or None when the server has no such page (not SGLang)."""
     for path in SERVER_INFO_PATHS:
         try:
-            status, _ctype, raw = _get(base.rstrip("/") + path, timeout, 4 << 20)
+            status, _ctype, raw = get_page(base.rstrip("/") + path, timeout, 4 << 20)
         except ServerError:  # unreachable, too slow, too large: no answer to fall back on
             return None
         if status == 404:

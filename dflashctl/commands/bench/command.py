@@ -51,6 +51,14 @@ def bench(
             "max-model-len, dtype, eager mode, all-reduce or TP (refused otherwise).",
         ),
     ] = False,
+    log: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--log",
+            help="A URL target's start-up log (vLLM), once per URL target in order: the A/B "
+            "settings its /v1/models and /metrics do not tell.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """The matched benchmark: same fixtures, batch one, greedy, a warm-up, repetitions
@@ -63,6 +71,7 @@ def bench(
       dflashctl bench http://127.0.0.1:8001 http://127.0.0.1:8000
       dflashctl bench plain dflash --repetitions 5 --json
       dflashctl bench http://gpu1:8000 --concurrency 1,2,4,8 --plot bench.png
+      dflashctl bench http://gpu1:8001 http://gpu1:8000 --log plain.log --log dflash.log
     """
     from dflashctl.commands.bench.render import emit_bench_json, progress, render_bench
     from dflashctl.commands.bench.run import run_bench
@@ -82,6 +91,7 @@ def bench(
         concurrency=concurrency,
         timeout=timeout,
         allow_unmatched=allow_unmatched,
+        logs=list(log or []),
     )
     report = run_bench(opts, progress=progress)
     if plot is not None:

@@ -1,48 +1,79 @@
 """The A/B guard of `bench`: servers compared must differ only in speculation.
 
-For each target whose launch command is known (a deployment `dflashctl serve` recorded, or a
-playbook host's), its settings are read with `defects.launch.from_argv`; any pair of the same
-engine (vLLM or SGLang) that differs in an `AB_FIELDS` setting — prefix caching,
+Each target's launch settings come from where they can be read: a deployment `dflashctl serve`
+recorded, or a playbook host's, gives its command line (`defects.launch.from_argv`); a URL gives
+what the running server tells (vLLM's `/v1/models` and `/metrics`, SGLang's `/server_info`) and
+its start-up log when `--log` names one (bench/served.py). Any pair of the same engine (vLLM or
+SGLang) that differs in an `AB_FIELDS` setting both sides know — prefix caching,
 max-num-batched-tokens, max-model-len, dtype, eager mode, custom all-reduce, tensor parallel
 size — is refused (`UnmatchedRuns`, exit 2) unless `--allow-unmatched`, naming each difference
-(vllm#50722). Targets given as URLs have no known command: a note says they were not checked.
-No printing.
+(vllm#50722); the settings one side does not know are named in a note. No printing.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dflashctl.commands.bench.targets import BenchTarget
-from dflashctl.defects.launch import LaunchSettings, ab_differences, from_argv
+from dflashctl.defects.launch import LaunchSettings, ab_differences, ab_unknown, from_argv
 from dflashctl.errors import UsageError
 
 GUARDED_ENGINES = ("vllm", "sglang")
+PROBE_TIMEOUT = 10.0  # seconds for each page a running server is asked for
 
 
 class UnmatchedRuns(UsageError):
     """Two servers of the comparison were launched with different settings."""
 
 
-def launch_of(t: BenchTarget) -> tuple[str, LaunchSettings] | None:
-    """(engine, settings) of a target whose launch command dflashctl recorded."""
-    if t.kind not in ("deployment", "playbook"):
-        return None
-    from dflashctl.server import deployments as state
+def launch_of(
+    t: BenchTarget, log: Path | None = None, timeout: float = PROBE_TIMEOUT
+) -> tuple[str, LaunchSettings] | None:
+    """(engine, settings) of a target: its recorded command, else what the server and `log`
+    say; None when nothing is known."""
+    if t.kind in ("deployment", "playbook"):
+        from dflashctl.server import deployments as state
 
-    dep = state.load(t.label)
-    if dep is None or dep.engine not in GUARDED_ENGINES or not dep.cmd:
-        return None
-    return dep.engine, from_argv(dep.engine, dep.cmd)
+        dep = state.load(t.label)
+        if dep is None or dep.engine not in GUARDED_ENGINES or not dep.cmd:
+            return None
+        return dep.engine, from_argv(dep.engine, dep.cmd)
+    from dflashctl.commands.bench.served import from_log, from_server, merge
+
+    read_log = from_log(log) if log is not None else None
+    served = from_server(t.url, timeout)
+    if served and read_log and served[0] == read_log[0]:
+        return served[0], merge(read_log[1], served[1])
+    return served or read_log
 
 
-def check_matched(targets: list[BenchTarget], allow_unmatched: bool) -> list[str]:
+def _logs_by_label(targets: list[BenchTarget], logs: list[Path]) -> dict[str, Path]:
+    urls = [t for t in targets if t.kind == "url"]
+    if logs and len(logs) != len(urls):
+        raise UsageError(
+            f"{len(logs)} --log for {len(urls)} URL target(s)",
+            "give one --log per URL target, in the order the URLs are given (deployments "
+            "dflashctl started need none)",
+        )
+    return {t.label: log for t, log in zip(urls, logs, strict=False)}
+
+
+def check_matched(
+    targets: list[BenchTarget],
+    allow_unmatched: bool,
+    logs: list[Path] | None = None,
+    timeout: float = PROBE_TIMEOUT,
+) -> list[str]:
     """Notes for the report; raises `UnmatchedRuns` on a difference unless allowed."""
-    known = {t.label: launch_of(t) for t in targets}
+    by_label = _logs_by_label(targets, list(logs or []))
+    known = {t.label: launch_of(t, by_label.get(t.label), timeout) for t in targets}
     notes = []
     unknown = [label for label, k in known.items() if k is None]
     if unknown and len(unknown) < len(targets):
         notes.append(
             "launch settings not known for " + ", ".join(unknown) + " (not a deployment "
-            "dflashctl started): prefix caching and the other A/B settings were not compared"
+            "dflashctl started, and neither the server nor a --log told them): prefix caching "
+            "and the other A/B settings were not compared"
         )
     base_label = targets[0].label
     base = known[base_label]
@@ -53,6 +84,13 @@ def check_matched(targets: list[BenchTarget], allow_unmatched: bool) -> list[str
             continue
         for what, a, b in ab_differences(base[1], other[1]):
             problems.append(f"{what}: {a} on {base_label}, {b} on {t.label}")
+        missing = ab_unknown(base[1], other[1])
+        if missing:
+            notes.append(
+                f"not compared between {base_label} and {t.label} (not known on both): "
+                + ", ".join(missing)
+                + "; a --log per URL target tells vLLM's"
+            )
     if problems and not allow_unmatched:
         raise UnmatchedRuns(
             "the servers differ in more than speculation, so their speeds do not compare: "

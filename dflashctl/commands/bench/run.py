@@ -179,7 +179,7 @@ def run_bench(
     prompts = opts.prompts()
     say = progress or (lambda _msg: None)
     targets = resolve_targets(opts.targets)
-    matched_notes = check_matched(targets, opts.allow_unmatched)
+    matched_notes = check_matched(targets, opts.allow_unmatched, opts.logs, min(opts.timeout, 10.0))
     fixtures = [p.id for p in prompts]
     t0 = time.monotonic()
     b = Bench(opts, say, sleep)

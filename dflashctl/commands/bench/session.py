@@ -46,6 +46,8 @@ class BenchOptions:
     timeout: float = 120.0
     prompts_file: Path | None = None  # --prompts FILE: the user's prompts instead of fixtures
     allow_unmatched: bool = False  # compare servers launched with different A/B settings
+    # one start-up log per URL target, in order: the A/B settings a server does not tell
+    logs: list[Path] = field(default_factory=list)
 
     def validate(self) -> None:
         if self.repetitions < 1:

@@ -31,12 +31,13 @@ def doctor(
         str | None,
         typer.Option(
             "--engine",
-            help="vllm, sglang or local (default: what is installed).",
+            help="vllm, sglang, llama.cpp or local (default: what is installed).",
             autocompletion=complete_engine,
         ),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Port to check (default 8000; SGLang 30000).")
+        int | None,
+        typer.Option("--port", help="Port to check (default 8000; SGLang 30000; llama.cpp 8080)."),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Target model directory (config.json).")
@@ -53,6 +54,14 @@ def doctor(
             "$DFLASHCTL_SGLANG_PYTHON, the vllm/sglang launcher's, else this one).",
         ),
     ] = None,
+    llama_server: Annotated[
+        str | None,
+        typer.Option(
+            "--llama-server",
+            help="llama.cpp's server binary, asked for its build (default: "
+            "$DFLASHCTL_LLAMA_SERVER, else llama-server on PATH).",
+        ),
+    ] = None,
     num_speculative_tokens: Annotated[
         int | None,
         typer.Option("--num-speculative-tokens", "-k", help="The K you will pass the engine."),
@@ -63,7 +72,8 @@ def doctor(
     json_out: JsonOpt = False,
 ) -> None:
     """Check the serving environment before launching: GPUs, driver, torch, flash-attn, engine
-    version and known engine defects, GPU memory, leftover engines, port, disk, Hub and token.
+    version (llama.cpp: its build) and known engine defects, GPU memory, leftover engines, port,
+    disk, Hub and token.
 
     Exit 0 no error (warnings are shown and never fail), 1 an error was found, 2 could not run.
 
@@ -72,6 +82,7 @@ def doctor(
       dflashctl doctor --engine vllm --python .venv-vllm/bin/python --drafter ./drafter --json
       dflashctl doctor --engine sglang --model /models/target --drafter /models/drafter -k 15
       dflashctl doctor --engine vllm --drafter ./drafter -- --enable-prefix-caching -tp 4
+      dflashctl doctor --engine llama.cpp -- --spec-type draft-dflash -sm layer
     """
     from dflashctl.hosts import set_command_ssh
 
@@ -90,6 +101,7 @@ def doctor(
             num_speculative_tokens=num_speculative_tokens,
             hub_timeout=hub_timeout,
             launch_args=list(launch_args or []) or None,
+            llama_server=llama_server,
         )
     )
     if json_out:

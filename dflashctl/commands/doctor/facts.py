@@ -1,5 +1,6 @@
 """The facts doctor judges: the GPUs from `nvidia-smi`, the engine's Python and one run of
-hosts/facts.py with it (distributions, CUDA, ports, disk, the Hub), the engine and its version."""
+hosts/facts.py with it (distributions, CUDA, ports, disk, the Hub), the engine and its version
+(llama.cpp's from `llama-server --version`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import csv
 import json
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -16,6 +18,8 @@ from dflashctl.commands.doctor.report import (
     GIB,
     GPU_QUERY,
     LAUNCHER,
+    LLAMA_SERVER,
+    LLAMA_SERVER_ENV,
     PYTHON_ENV,
     DoctorOptions,
     Gpu,
@@ -189,6 +193,53 @@ def engine_version(engine: str, dists: dict[str, str]) -> tuple[str | None, str 
         if name in dists:
             return dists[name], name
     return None, None
+
+
+@dataclass(frozen=True)
+class LlamaServer:
+    """llama.cpp's server binary on the host and the build it reports."""
+
+    path: str | None  # None: none found
+    why: str  # how it was chosen, or why none was
+    build: str | None = None  # "b9235"; None when --version said nothing readable
+    commit: str | None = None
+    error: str | None = None  # what went wrong running it
+
+
+# common/arg.cpp, `--version`: `version: %d (%s)` (build number, commit) then `built with …`,
+# on stderr; GPU builds print backend lines first.
+LLAMA_VERSION_RE = re.compile(r"^version:\s*(\d+)\s*\(([^)]*)\)", re.MULTILINE)
+
+
+def parse_llama_version(text: str) -> tuple[str, str] | None:
+    """(build "b9235", commit) from `llama-server --version` output, None if absent."""
+    m = LLAMA_VERSION_RE.search(text)
+    return (f"b{m.group(1)}", m.group(2).strip()) if m else None
+
+
+def find_llama_server(host: Host, given: str | None, env: dict[str, str]) -> LlamaServer:
+    """The llama-server to ask (--llama-server, $DFLASHCTL_LLAMA_SERVER, else `llama-server`
+    on the host's PATH) and the build it reports."""
+    if given:
+        path, why = given, "--llama-server"
+    elif env.get(LLAMA_SERVER_ENV):
+        path, why = env[LLAMA_SERVER_ENV], LLAMA_SERVER_ENV
+    else:
+        found = host.which(LLAMA_SERVER)
+        if found is None:
+            return LlamaServer(None, f"no {LLAMA_SERVER} on the PATH of {host.label}")
+        path, why = found, "on PATH"
+    if (given or why == LLAMA_SERVER_ENV) and not host.is_executable(path):
+        raise UsageError(
+            f"{why} {path}: not an executable on {host.label}",
+            f"pass the path of llama.cpp's {LLAMA_SERVER}",
+        )
+    res = host.run([path, "--version"], timeout=30)
+    read = parse_llama_version(res.stderr + "\n" + res.stdout)
+    if read is None:
+        said = res.error or res.tail(2, strip=True) or "nothing"
+        return LlamaServer(path, why, error=f"`{path} --version` gave no build: {said}")
+    return LlamaServer(path, why, read[0], read[1])
 
 
 def parse_version_text(text: str | None) -> Version | None:

@@ -9,7 +9,7 @@ from typing import Any
 from dflashctl.defects.match import DefectMatch
 from dflashctl.report import Row, rows_ok
 
-ENGINES = ("vllm", "sglang", "local")
+ENGINES = ("vllm", "sglang", "llama.cpp", "local")
 
 
 STATUSES = ("ok", "warning", "error", "skip")  # levels: dflashctl/report.py
@@ -26,13 +26,18 @@ JSON_KEYS = {
 }
 
 
-DEFAULT_PORT = {"vllm": 8000, "sglang": 30000, "local": 8000}
+DEFAULT_PORT = {"vllm": 8000, "sglang": 30000, "llama.cpp": 8080, "local": 8000}
 
 
 PYTHON_ENV = {"vllm": "DFLASHCTL_VLLM_PYTHON", "sglang": "DFLASHCTL_SGLANG_PYTHON"}
 
 
 LAUNCHER = {"vllm": "vllm", "sglang": "sglang"}
+
+
+# llama.cpp is no Python package: its server binary tells its build (`llama-server --version`).
+LLAMA_SERVER = "llama-server"
+LLAMA_SERVER_ENV = "DFLASHCTL_LLAMA_SERVER"
 
 
 GPU_QUERY = "index,name,compute_cap,driver_version,memory.total,memory.used,memory.free"
@@ -122,6 +127,7 @@ class DoctorOptions:
     num_speculative_tokens: int | None = None
     hub_timeout: float = 3.0
     launch_args: list[str] | None = None  # the engine's flags, given after `--`
+    llama_server: str | None = None  # llama.cpp's server binary (default: llama-server on PATH)
 
 
 @dataclass

@@ -8,7 +8,13 @@ from typing import Any
 
 from packaging.version import Version
 
-from dflashctl.commands.doctor.facts import engine_version, gib, parse_version_text, size_text
+from dflashctl.commands.doctor.facts import (
+    LlamaServer,
+    engine_version,
+    gib,
+    parse_version_text,
+    size_text,
+)
 from dflashctl.commands.doctor.report import (
     DEFAULT_PORT,
     MIN_FREE_DISK,
@@ -20,7 +26,7 @@ from dflashctl.commands.doctor.report import (
 from dflashctl.defects.catalogue import Catalogue
 from dflashctl.defects.launch import LaunchSettings
 from dflashctl.defects.match import DefectMatch
-from dflashctl.defects.predicates import public
+from dflashctl.defects.predicates import LLAMA_CPP, public
 from dflashctl.report import Row
 from dflashctl.server.engines import LOCAL_ENGINE_INSTALL, LOCAL_ENGINE_MODULES
 
@@ -41,6 +47,8 @@ def rows_gpu(rows: Rows, engine: str, build: str | None, g: GpuFacts) -> None:
     if not g.available:
         if engine == "vllm" and build == "cpu":
             rows.add("gpu", "GPUs", "ok", f"none ({g.error}); the vLLM CPU build needs none")
+        elif engine == LLAMA_CPP:
+            rows.add("gpu", "GPUs", "ok", f"none ({g.error}); llama.cpp runs on the CPU too")
         elif engine == "local":
             rows.add(
                 "gpu",
@@ -230,7 +238,11 @@ def row_engine(
     python: str,
     cat: Catalogue,
     build: str | None,
+    llama: LlamaServer | None = None,
 ) -> None:
+    if engine == LLAMA_CPP:
+        row_llama_server(rows, llama, cat)
+        return
     if engine == "local":
         missing = [d for d in LOCAL_ENGINE_MODULES if d not in dists]
         if missing:
@@ -248,6 +260,7 @@ def row_engine(
         return
     version, dist = engine_version(engine, dists)
     floor = cat.engines[engine].dflash_since
+    assert floor is not None  # the catalogue gives vLLM's and SGLang's first DFlash release
     name = {"vllm": "vLLM", "sglang": "SGLang"}[engine]
     if version is None:
         hint = f"pip install '{engine}>={floor}'"
@@ -270,6 +283,39 @@ def row_engine(
         )
     else:
         rows.add("engine", name, "ok", f"{found}: supports DFlash (since {floor})")
+
+
+def row_llama_server(rows: Rows, llama: LlamaServer | None, cat: Catalogue) -> None:
+    """llama.cpp's build, read from its server binary."""
+    info = cat.engines.get(LLAMA_CPP)
+    since = f" ({info.source})" if info else ""
+    if llama is None or llama.path is None:
+        rows.add(
+            "engine",
+            "llama.cpp",
+            "error",
+            f"not installed: {llama.why if llama else 'llama-server not looked for'}",
+            "build llama.cpp with its server (cmake --build … --target llama-server) and put "
+            "llama-server on PATH, or pass --llama-server PATH / set DFLASHCTL_LLAMA_SERVER",
+        )
+    elif llama.build is None:
+        rows.add(
+            "engine",
+            "llama.cpp",
+            "warning",
+            f"{llama.path} ({llama.why}): {llama.error}",
+            "the build-dependent known defects stay unchecked; check that it is llama.cpp's "
+            "llama-server",
+        )
+    else:
+        rows.add(
+            "engine",
+            "llama.cpp",
+            "ok",
+            f"build {llama.build} (commit {llama.commit}) from {llama.path} ({llama.why}); "
+            f"DFlash: --spec-type draft-dflash{since}",
+            build=llama.build,
+        )
 
 
 def rows_defects(
@@ -384,25 +430,37 @@ def row_gpu_memory(rows: Rows, engine: str, g: GpuFacts) -> None:
 def row_launch(rows: Rows, engine: str, launch: LaunchSettings | None) -> None:
     """The engine's launch flags the defect matrix judged (or why flag-based defects stay
     "possible")."""
-    if engine not in ("vllm", "sglang"):
+    if engine not in ("vllm", "sglang", LLAMA_CPP):
         return
     if launch is None:
+        example = (
+            "--spec-type draft-dflash -sm layer"
+            if engine == LLAMA_CPP
+            else "--tensor-parallel-size 4"
+        )
         rows.add(
             "launch",
             "launch flags",
             "skip",
             "not known: no running engine to read them from",
             f"pass the flags you will launch with after `--` (dflashctl doctor --engine {engine} "
-            "-- --tensor-parallel-size 4 …) to check the defects that depend on them",
+            f"-- {example} …) to check the defects that depend on them",
         )
         return
-    shown = {
+    shown: dict[str, object] = {
         "prefix caching": launch.enable_prefix_caching,
         "CUDA graphs": None if launch.enforce_eager is None else not launch.enforce_eager,
         "TP": launch.tensor_parallel_size,
         "method": launch.method,
         "draft sampling": launch.draft_sample_method,
     }
+    if engine == LLAMA_CPP:
+        p_min = launch.spec_draft_p_min
+        shown = {
+            "method": launch.method,
+            "split mode": launch.split_mode,
+            "spec-draft-p-min": "the build's default" if p_min is None else f"{p_min:g}",
+        }
     text = ", ".join(f"{k} {v}" for k, v in shown.items() if v is not None)
     rows.add("launch", "launch flags", "ok", f"{text} (from {launch.source})",
              launch=launch.to_json())  # fmt: skip
@@ -415,7 +473,10 @@ def row_processes(rows: Rows, facts: dict[str, Any]) -> None:
         return
     if not procs:
         rows.add(
-            "processes", "engine processes", "ok", "no vLLM, SGLang or dflashctl engine running"
+            "processes",
+            "engine processes",
+            "ok",
+            "no vLLM, SGLang, llama-server or dflashctl engine running",
         )
         return
     listed = "; ".join(

@@ -1,13 +1,13 @@
 """doctor.py — environment and engine-version checks before anything is launched.
 
 `run_doctor(DoctorOptions)` gathers facts through a `Host` (this machine or one over SSH):
-`nvidia-smi` for GPUs, driver, CUDA and GPU processes; one run of `hosts/facts.py` with the
-engine's Python for its distributions, torch build, flash-attn layout, engine processes, the
-port, disk space, Hub reachability and token presence; the drafter's and target's config.json
-(and the drafter's k_norm weights) for the catalogue of known engine defects
-(`defects/catalogue.py`). It
-returns a `DoctorReport` of rows, each ok / warning / error / skip with what was found and the
-fix. Nothing is changed and nothing is killed; no secret is read back. No printing.
+`nvidia-smi` for GPUs, driver, CUDA and GPU processes; `llama-server --version` for llama.cpp's
+build; one run of `hosts/facts.py` with the engine's Python for its distributions, torch build,
+flash-attn layout, engine processes, the port, disk space, Hub reachability and token presence;
+the drafter's and target's config.json (and the drafter's k_norm weights) for the catalogue of
+known engine defects (`defects/catalogue.py`). It returns a `DoctorReport` of rows, each ok /
+warning / error / skip with what was found and the fix. Nothing is changed and nothing is killed;
+no secret is read back. No printing.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from dflashctl.commands.doctor.facts import (
+    LlamaServer,
     auto_engine,
     choose_python,
     engine_version,
+    find_llama_server,
     gather_facts,
     gather_gpus,
 )
@@ -50,7 +52,13 @@ from dflashctl.defects.catalogue import Catalogue, load_catalogue
 from dflashctl.defects.k_norm import k_norm_from_facts
 from dflashctl.defects.launch import LaunchSettings
 from dflashctl.defects.match import DefectMatch, match
-from dflashctl.defects.predicates import Facts, infer_build, infer_runner, normalize_dist
+from dflashctl.defects.predicates import (
+    LLAMA_CPP,
+    Facts,
+    infer_build,
+    infer_runner,
+    normalize_dist,
+)
 from dflashctl.drafter.config import V1_UNSUPPORTED, parse_json_object, resolve, target_text_config
 from dflashctl.errors import InputError, UsageError
 from dflashctl.hosts import open_host
@@ -141,11 +149,12 @@ def run_doctor(opts: DoctorOptions, host: Host | None = None) -> DoctorReport:
 
 
 def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
-    drafter_cfg = _read_config(host, opts.drafter, "drafter") if opts.drafter else None
+    # a GGUF drafter (llama.cpp) has no config.json: `dflashctl verify-config FILE` reads it
+    gguf = bool(opts.drafter and opts.drafter.lower().endswith(".gguf"))
+    drafter_cfg = _read_config(host, opts.drafter, "drafter") if opts.drafter and not gguf else None
     model_cfg = _read_config(host, opts.model, "model") if opts.model else None
-    python, python_why, engine = choose_python(
-        host, opts, dict(os.environ) if host.is_local else {}
-    )
+    env = dict(os.environ) if host.is_local else {}
+    python, python_why, engine = choose_python(host, opts, env)
 
     labels = [label for label, p in (("model", opts.model), ("drafter", opts.drafter)) if p]
     paths = [p for p in (opts.model, opts.drafter) if p]
@@ -168,12 +177,17 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
         k_norm=remote_k_norm,
     )
     dists = {normalize_dist(k): str(v) for k, v in (facts.get("distributions") or {}).items()}
+    llama: LlamaServer | None = None
+    if engine == LLAMA_CPP or (engine is None and auto_engine(dists) is None):
+        llama = find_llama_server(host, opts.llama_server, env)
     if engine is None:
-        engine = auto_engine(dists) or "local"
+        engine = auto_engine(dists) or (LLAMA_CPP if llama and llama.path else "local")
         engine_why = "auto: " + (
-            f"{engine} installed in {python}"
+            f"{llama.path} ({llama.why})"
+            if engine == LLAMA_CPP and llama
+            else f"{engine} installed in {python}"
             if engine != "local"
-            else f"no vLLM or SGLang in {python}"
+            else f"no vLLM, SGLang or llama-server in {python}"
         )
     else:
         engine_why = "--engine" if opts.engine else f"auto: {python_why}"
@@ -181,6 +195,8 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
     facts["port"] = next((p for p in facts.get("ports") or [] if p.get("port") == port), None)
     g = gather_gpus(host)
     version, _dist = engine_version(engine, dists)
+    if engine == LLAMA_CPP:
+        version = llama.build if llama else None
     n_target, n_source = _target_layers(opts.model, model_cfg, drafter_cfg)
 
     dfacts = Facts(
@@ -206,12 +222,21 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
         "ok",
         f"{py.get('executable', python)} (Python {py.get('version', '?')}; {python_why})",
     )
-    row_engine(rows, engine, dists, python, cat, build)
+    row_engine(rows, engine, dists, python, cat, build, llama)
     if engine == "vllm":
         row_runner(rows, runner, runner_why)
     rows_gpu(rows, engine, build, g)
-    rows_torch(rows, engine, build, facts.get("torch"), g)
-    rows_flash_attn(rows, facts, g)
+    if engine != LLAMA_CPP:  # llama.cpp is C++: no torch, no flash-attn wheel
+        rows_torch(rows, engine, build, facts.get("torch"), g)
+        rows_flash_attn(rows, facts, g)
+    if gguf:
+        rows.add(
+            "drafter",
+            "drafter config",
+            "skip",
+            f"{opts.drafter} is a GGUF file: its keys are not read here",
+            f"dflashctl verify-config {opts.drafter}",
+        )
     if drafter_cfg is not None:
         row_drafter(
             rows, engine, opts.drafter or "", drafter_cfg, n_target, n_source, runner, matches
@@ -229,6 +254,8 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
     rows_hub(rows, facts)
 
     facts["gpus"] = g.to_json()
+    if llama is not None:
+        facts["llama_server"] = llama.__dict__
     return DoctorReport(
         host=host.label,
         engine=engine,
@@ -247,7 +274,7 @@ def launch_settings(
     process serving `port`, or the only one of this engine on the host); None when unknown."""
     from dflashctl.defects.launch import from_argv
 
-    if engine not in ("vllm", "sglang"):
+    if engine not in ("vllm", "sglang", LLAMA_CPP):
         return None
     if args:
         s = from_argv(engine, args)

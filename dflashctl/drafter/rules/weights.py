@@ -207,7 +207,7 @@ def check_weights(c: Ctx, header: Header) -> None:
             f"[vocab, {hidden}]",
             "the drafter ships its own " + " and ".join(k.split(".")[0] for k in own),
         )
-    else:
+    elif not _reduced_vocab(c):  # a reduced vocabulary without its lm_head: the row below
         c.add(
             "weights: embed_tokens/lm_head",
             "ok",
@@ -216,6 +216,7 @@ def check_weights(c: Ctx, header: Header) -> None:
             "vLLM logs 'Detected EAGLE model without its own lm_head in the checkpoint. Sharing "
             "target model lm_head weights with the draft model.'",
         )
+    check_vocab_ownership(c, tensors, hidden)
     if r.architecture == "DFlash2DraftModel" and not any(
         name.startswith("candidate_selector.") for name in tensors
     ):
@@ -279,4 +280,120 @@ def _shape_row(
             f"{count} tensors",
             None,
             "shapes match the config" + (f" ({note})" if note else ""),
+        )
+
+
+# What an engine does with a draft vocabulary read through the wrong lm_head or map: the
+# drafter proposes the wrong token ids, every one is rejected, and the text stays right.
+WRONG_VOCAB = (
+    "the engine then shows mean acceptance length 1.00 with every position at 0.000 while the "
+    "text stays right (vllm-ascend#11374, local-inference-lab/vllm#54)"
+)
+
+
+def _reduced_vocab(c: Ctx) -> bool:
+    """The config declares a draft vocabulary smaller or larger than the target's."""
+    t_vocab = c.target.get("vocab_size") if c.target is not None else None
+    vocab = t_vocab if is_int(t_vocab) else c.r.vocab_size
+    n = c.cfg.get("draft_vocab_size")
+    return is_int(n) and n > 0 and n != vocab
+
+
+def check_vocab_ownership(c: Ctx, tensors: dict[str, Any], hidden: Any) -> None:
+    """`draft_vocab_size`, `d2t`, `t2d` and `lm_head.weight` against each other (header shapes).
+
+    A reduced draft vocabulary of N tokens (speculators: `draft_vocab_size` N below the
+    target's V) needs the drafter's own lm_head [N, H] and a d2t map [N] (draft id + d2t[id] =
+    target id; t2d, when shipped, marks the V target ids); a drafter without its own lm_head
+    shares the target's, so its vocabulary must be the target's."""
+    cfg, r = c.cfg, c.r
+    t_vocab = c.target.get("vocab_size") if c.target is not None else None
+    vocab = t_vocab if is_int(t_vocab) else r.vocab_size
+    where = "the target's vocab_size" if is_int(t_vocab) else "vocab_size"
+    n = cfg.get("draft_vocab_size")
+    n = n if is_int(n) and n > 0 else None
+
+    def shape(name: str) -> list[int] | None:
+        info = tensors.get(name)
+        return list(info.shape) if info is not None else None
+
+    lm, d2t, t2d = shape("lm_head.weight"), shape("d2t"), shape("t2d")
+    h = hidden if is_int(hidden) else "H"
+    rows_before = len(c.checks)
+    if n is not None and n != vocab:
+        if lm is None:
+            c.add(
+                "weights: lm_head.weight",
+                "missing",
+                "shared with the target",
+                [n, h],
+                f"draft_vocab_size {n} needs the drafter's own lm_head [{n}, {h}]; without one "
+                f"vLLM shares the target's ({vocab} rows of target ids) and the d2t map sends "
+                f"each proposal to another token: {WRONG_VOCAB}",
+            )
+        elif lm[0] != n or (is_int(hidden) and lm[-1] != hidden):
+            c.add(
+                "weights: lm_head.weight",
+                "mismatch",
+                lm,
+                [n, h],
+                f"the lm_head's rows are the draft vocabulary: draft_vocab_size says {n} (the "
+                f"weights do not load, or the ids are read through the wrong table: "
+                f"{WRONG_VOCAB})",
+            )
+        if d2t is None:
+            c.add(
+                "weights: d2t",
+                "missing",
+                None,
+                [n],
+                f"a draft vocabulary of {n} tokens needs the d2t map to target ids; without it "
+                f"draft ids are taken as target ids: {WRONG_VOCAB}",
+            )
+        elif d2t != [n]:
+            c.add(
+                "weights: d2t",
+                "mismatch",
+                d2t,
+                [n],
+                f"one d2t entry per draft token: draft_vocab_size says {n}",
+            )
+        if t2d is not None and is_int(vocab) and t2d != [vocab]:
+            c.add(
+                "weights: t2d",
+                "mismatch",
+                t2d,
+                [vocab],
+                f"t2d marks which target ids the draft vocabulary holds: one entry per target "
+                f"token ({where} {vocab})",
+            )
+        if len(c.checks) == rows_before:
+            c.add(
+                "weights: draft vocabulary",
+                "ok",
+                f"{n} of {vocab} tokens: own lm_head {lm}, d2t {d2t}"
+                + (f", t2d {t2d}" if t2d else ""),
+                None,
+                "draft ids go through the drafter's own lm_head and back to target ids via d2t",
+            )
+        return
+    # no reduced vocabulary in the config: the weights must not carry one either
+    if d2t is not None and is_int(vocab) and d2t[0] != vocab:
+        c.add(
+            "weights: d2t",
+            "mismatch",
+            d2t,
+            f"draft_vocab_size {d2t[0]} in the config",
+            f"the weights carry a d2t map for a {d2t[0]}-token draft vocabulary but the config "
+            f"gives none (draft_vocab_size {'absent' if n is None else n}): the engine reads "
+            f"draft ids as target ids: {WRONG_VOCAB}",
+        )
+    elif lm is not None and is_int(vocab) and lm[0] != vocab:
+        c.add(
+            "weights: lm_head.weight",
+            "mismatch",
+            lm,
+            [vocab, h],
+            f"its own lm_head has {lm[0]} rows, {where} is {vocab}, and no draft_vocab_size / "
+            f"d2t says how its ids map to target ids: {WRONG_VOCAB}",
         )
