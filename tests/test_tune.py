@@ -273,3 +273,36 @@ def test_speedups_pair_each_round_with_its_own_control():
     assert report.speedup_range(off, "a") is None
     one = KResult(3, {"a": 27.5}, {}, {}, by_round={"a": [27.5]})
     assert TuneReport(TuneOptions(), [0, 3], [off, one]).speedup_range(one, "a") is None
+
+
+@pytest.mark.parametrize(
+    ("rounds", "half"),
+    [
+        ([20.0], None),  # one round: no spread to estimate
+        ([1.0, 2.0, 3.0], 4.303 * 1.0 * (2 / 3) ** 0.5),  # t(0.975, 2) · s · √(2/n)
+        ([5.0, 5.0], 0.0),
+        ([1.0] * 12 + [2.0], 1.96 * statistics.stdev([1.0] * 12 + [2.0]) * (2 / 13) ** 0.5),
+    ],
+)  # fmt: skip
+def test_the_rerun_interval_is_where_a_second_run_lands(rounds, half):
+    from dflashctl.commands.tune.rerun import rerun_interval
+
+    got = rerun_interval(rounds)
+    if half is None:
+        assert got is None
+    else:
+        mean = statistics.fmean(rounds)
+        assert got == [pytest.approx(mean - half, abs=1e-3), pytest.approx(mean + half, abs=1e-3)]
+
+
+def test_the_json_carries_each_figure_with_its_rerun_interval():
+    off = KResult(0, {"a": 21.0}, {}, {}, by_round={"a": [20.0, 21.0, 22.0]}, rounds=3)
+    k3 = KResult(3, {"a": 26.0}, {}, {}, by_round={"a": [26.0, 26.25, 26.4]}, rounds=3)
+    data = TuneReport(TuneOptions(rounds=3), [0, 3], [off, k3]).to_json()
+    lo, hi = data["decode_rerun_interval"]["0"]["a"]
+    assert lo < 21.0 < hi and hi - 21.0 == pytest.approx(4.303 * (2 / 3) ** 0.5)
+    s = data["speedup_vs_off"]["3"]["a"]
+    ratios = [26.0 / 20.0, 26.25 / 21.0, 26.4 / 22.0]
+    assert s["round_mean"] == pytest.approx(statistics.fmean(ratios))
+    assert s["by_round"] == [pytest.approx(min(ratios)), pytest.approx(max(ratios))]
+    assert s["rerun_interval"][0] < s["round_mean"] < s["rerun_interval"][1]

@@ -23,7 +23,7 @@ def _f(x: float | None, fmt: str) -> str:
 def tune_table(report: TuneReport) -> Table:
     title = "Decode tokens/s by K (median, min–max; τ; speed vs off"
     if report.options.rounds > 1:
-        title += ", min–max over the rounds"
+        title += " with the interval a second run lands in (95 %)"
     t = Table(title=title + ")", title_justify="left")
     t.add_column("K")
     for f in report.fixtures():
@@ -40,7 +40,7 @@ def tune_table(report: TuneReport) -> Table:
                 cell += f"; τ {tau:.2f}"
             if r.k and sp is not None:
                 cell += f"; {sp:.2f}×"
-                rr = report.speedup_range(r, f)
+                rr = report.speedup_rerun(r, f)
                 if rr is not None:
                     cell += f" ({rr[0]:.2f}–{rr[1]:.2f})"
             row.append(cell)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflashctl.commands.tune.rerun import rerun_interval, round_mean
 from dflashctl.errors import DflashError, UsageError
 
 Say = Callable[[str], None]
@@ -167,16 +168,24 @@ class TuneReport:
                 out.append(r.k)
         return out
 
-    def speedup_range(self, r: KResult, fixture: str) -> list[float] | None:
-        """[min, max] over the rounds of this K's speed over speculation off's in the same
-        round (both launched minutes apart, in turn): the drift of the machine between rounds
-        cancels out of each ratio. None with one round."""
+    def round_speedups(self, r: KResult, fixture: str) -> list[float]:
+        """This K's speed over speculation off's in the same round, round by round (both
+        launched minutes apart, in turn): the drift of the machine between rounds cancels out
+        of each ratio."""
         off = next((x for x in self.results if x.k == 0), None)
         if off is None or r.k == 0:
-            return None
+            return []
         mine, base = r.by_round.get(fixture, []), off.by_round.get(fixture, [])
-        ratios = [m / b for m, b in zip(mine, base, strict=False) if m and b]
+        return [m / b for m, b in zip(mine, base, strict=False) if m and b]
+
+    def speedup_range(self, r: KResult, fixture: str) -> list[float] | None:
+        """[min, max] over the rounds of `round_speedups`; None with one round."""
+        ratios = self.round_speedups(r, fixture)
         return [min(ratios), max(ratios)] if len(ratios) >= 2 else None
+
+    def speedup_rerun(self, r: KResult, fixture: str) -> list[float] | None:
+        """Where a second run's mean speed-up over the rounds lands 95 % of the time."""
+        return rerun_interval(self.round_speedups(r, fixture))
 
     def speedup(self, r: KResult, fixture: str) -> float | None:
         off = next((x for x in self.results if x.k == 0), None)
@@ -215,9 +224,18 @@ class TuneReport:
                 f: (b[0] if (b := self.best(f)) else None) for f in self.fixtures()
             },
             "ties_per_fixture": {f: self.ties(f) for f in self.fixtures()},
+            "decode_rerun_interval": {
+                str(r.k): {f: rerun_interval(r.by_round.get(f, [])) for f in self.fixtures()}
+                for r in self.results
+            },
             "speedup_vs_off": {
                 str(r.k): {
-                    f: {"median": self.speedup(r, f), "by_round": self.speedup_range(r, f)}
+                    f: {
+                        "median": self.speedup(r, f),
+                        "by_round": self.speedup_range(r, f),
+                        "round_mean": round_mean(self.round_speedups(r, f)),
+                        "rerun_interval": self.speedup_rerun(r, f),
+                    }
                     for f in self.fixtures()
                 }
                 for r in self.results
