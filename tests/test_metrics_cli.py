@@ -170,7 +170,7 @@ def test_reading_a_log_imports_no_http_or_plot_libraries():
         f"sys.argv = ['dflashctl', 'metrics', {str(DATA / 'vllm_034_healthy.log')!r}, '--json']\n"
         "from dflashctl.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('httpx', 'prometheus_client', 'matplotlib', 'torch') "
+        "heavy = [m for m in ('httpx', 'prometheus_client', 'matplotlib', 'torch', 'paramiko') "
         "if m in sys.modules]\n"
         "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
     )

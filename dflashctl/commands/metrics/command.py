@@ -86,7 +86,6 @@ def metrics(
 
     set_command_ssh(ssh_config, accept_new_host_key)
     from dflashctl.commands.metrics.source import resolve_source
-    from dflashctl.hosts.ssh import SSHOptions
     from dflashctl.metrics import MetricsOptions, analyze_source
 
     src = resolve_source(source, host)
@@ -96,6 +95,11 @@ def metrics(
 
         check_target(plot)  # before reading anything: a device or directory is refused
 
+    ssh = None
+    if src.ssh_config:  # paramiko only for a remote source: a local log starts faster
+        from dflashctl.hosts.ssh import SSHOptions
+
+        ssh = SSHOptions(ssh_config=src.ssh_config)
     opts = MetricsOptions(
         engine=engine.lower(),
         interval=interval,
@@ -103,7 +107,7 @@ def metrics(
         drafter=drafter,
         min_acceptance_length=min_acceptance_length,
         host=host,
-        ssh=SSHOptions(ssh_config=src.ssh_config) if src.ssh_config else None,
+        ssh=ssh,
     )
     if follow or serve_metrics:
         from dflashctl.commands.metrics.render import run_follow
