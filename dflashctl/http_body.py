@@ -36,6 +36,8 @@ _CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@:]*):([^@\s/]*)@"
 
 def redact(text: str) -> str:
     """`scheme://user:secret@host` -> `scheme://user:***@host`, wherever it appears in text."""
+    if "@" not in text or "://" not in text:  # a large report without a URL: skip the regex
+        return text
     return _CREDENTIALS.sub(r"\1\2:***@", text)
 
 

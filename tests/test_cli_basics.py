@@ -138,3 +138,19 @@ def test_help_at_80_columns_wraps_once_and_shows_no_bool(command, monkeypatch, c
         # early: the next line's first word would have fitted (80 columns, rich's margins)
         short = [a for a, b in itertools.pairwise(para) if len(a) + 1 + len(b.split()[0]) <= 76]
         assert not short, f"{command} --help: a paragraph broken early: {short}"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("http://u:p@h/x", "http://u:***@h/x"),
+        ("a@b then https://alice:s3cr3t@host:8000/v1", "a@b then https://alice:***@host:8000/v1"),
+        ("no url, an @ only", "no url, an @ only"),
+        ("http://host/x and mail@example", "http://host/x and mail@example"),
+        ("x" * 100_000, "x" * 100_000),
+    ],
+)  # fmt: skip
+def test_redact_hides_every_password_and_nothing_else(text, shown):
+    from dflashctl.http_body import redact
+
+    assert redact(text) == shown
