@@ -306,3 +306,43 @@ def test_the_json_carries_each_figure_with_its_rerun_interval():
     assert s["round_mean"] == pytest.approx(statistics.fmean(ratios))
     assert s["by_round"] == [pytest.approx(min(ratios)), pytest.approx(max(ratios))]
     assert s["rerun_interval"][0] < s["round_mean"] < s["rerun_interval"][1]
+
+
+def test_sglang_gets_one_k_that_serves_every_level_best(tmp_path: Path) -> None:
+    """SGLang has no per-batch K: the recommendation is the K whose geometric mean over the
+    levels is highest — here 3 (16·45·120 beats off's 10·40·150 and 7's 18·42·100)."""
+    from dflashctl.commands.tune.playbook import write_playbook
+
+    r = [
+        KResult(0, {"a": 10.0}, {}, {}, {1: 10.0, 4: 40.0, 16: 150.0}),
+        KResult(3, {"a": 14.0}, {}, {}, {1: 16.0, 4: 45.0, 16: 120.0}),
+        KResult(7, {"a": 15.0}, {}, {}, {1: 18.0, 4: 42.0, 16: 100.0}),
+    ]
+    opts = TuneOptions(engine="sglang", model="Qwen/Qwen3-8B", drafter="/models/d")
+    report = TuneReport(opts, [0, 3, 7], r)
+    k, v = report.one_k_over_levels()
+    assert k == 3 and v == pytest.approx((16 * 45 * 120) ** (1 / 3))
+    assert report.to_json()["one_k_over_concurrency"]["k"] == 3
+    serve = write_playbook(report, tmp_path / "s.yaml")
+    assert serve["num_speculative_tokens"] == 3 and "speculative_config" not in serve
+    # plain decoding best over the levels: spec none
+    r[0].by_level = {1: 10.0, 4: 60.0, 16: 300.0}
+    assert report.one_k_over_levels()[0] == 0
+    assert write_playbook(report, tmp_path / "t.yaml")["spec"] == "none"
+    # a K missing a level is not ranked; no levels at all: None
+    r[1].by_level = {1: 99.0}
+    assert report.one_k_over_levels()[0] == 0
+    assert TuneReport(opts, [0], [KResult(0, {"a": 1.0}, {}, {})]).one_k_over_levels() is None
+
+
+def test_sglang_one_k_is_printed_as_its_flag(capsys) -> None:
+    from dflashctl.commands.tune.render import render_tune
+
+    r = [
+        KResult(0, {"a": 10.0}, {}, {}, {1: 10.0, 4: 40.0}),
+        KResult(3, {"a": 14.0}, {}, {}, {1: 16.0, 4: 45.0}),
+    ]
+    render_tune(TuneReport(TuneOptions(engine="sglang"), [0, 3], r))
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "SGLang (one K at every batch size): K = 3," in shown
+    assert "--speculative-num-draft-tokens 4" in shown

@@ -4,9 +4,10 @@ The best K overall becomes `serve.num_speculative_tokens` (or `spec: none` where
 decoding won); with concurrency levels and vLLM, the fastest K per level becomes
 `speculative_config.num_speculative_tokens_per_batch_size` (vLLM's dynamic schedule, entries
 [first, last, K] over inclusive batch-size ranges starting at 1; 0 switches speculation off
-there), with `num_speculative_tokens` its largest K, the ceiling vLLM clamps the table to. The
-figures behind it go in the file's header comment. The file is read back with the playbook
-loader before it replaces anything. No printing."""
+there), with `num_speculative_tokens` its largest K, the ceiling vLLM clamps the table to;
+SGLang takes one K at every batch size, so it gets the K with the best geometric mean over the
+levels. The figures behind it go in the file's header comment. The file is read back with
+the playbook loader before it replaces anything. No printing."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def recommended_serve(report: TuneReport) -> dict[str, Any]:
         if value is not None:
             serve[key] = value
     table = report.batch_size_table() if o.engine == "vllm" else None
+    one_k = report.one_k_over_levels() if o.engine == "sglang" else None
+    if one_k is not None:  # one K for every batch size: the best over the levels
+        best = one_k
     if table and any(k for _lo, _hi, k in table):
         serve["num_speculative_tokens"] = max(k for _lo, _hi, k in table)
         serve["speculative_config"] = {"num_speculative_tokens_per_batch_size": table}

@@ -70,6 +70,14 @@ def render_tune(report: TuneReport) -> None:
             + "}' (0: no speculation at that batch size)",
             soft_wrap=True,
         )
+    one_k = report.one_k_over_levels() if report.options.engine == "sglang" else None
+    if one_k is not None:
+        k, v = one_k
+        flags = ("no --speculative-algorithm (plain decoding)" if k == 0
+                 else f"--speculative-num-draft-tokens {k + 1}")  # fmt: skip
+        out.print(f"SGLang (one K at every batch size): {'off' if k == 0 else f'K = {k}'}, "
+                  f"{v:.1f} output tokens/s, geometric mean over the concurrency levels: "
+                  + escape(flags), soft_wrap=True)  # fmt: skip
     if best[0]:
         o = report.options
         argv = ["dflashctl", "serve"]

@@ -211,8 +211,24 @@ class TuneReport:
                 table.append([lo, hi, k])
         return table
 
+    def one_k_over_levels(self) -> tuple[int, float] | None:
+        """(K, geometric mean of output tokens/s over the concurrency levels) of the K that
+        serves every level best as one value — for an engine with one K at every batch size
+        (SGLang); 0 where plain decoding does. None without levels or a K measured at all."""
+        levels = sorted({c for r in self.results for c in r.by_level})
+        scored = []
+        for r in self.results:
+            vals = [r.by_level.get(c) for c in levels]
+            if levels and all(vals):
+                scored.append((math.prod(vals) ** (1 / len(vals)), r.k))  # type: ignore[arg-type]
+        if not scored:
+            return None
+        v, k = max(scored)
+        return k, v
+
     def to_json(self) -> dict[str, Any]:
         best = self.best()
+        one_k = self.one_k_over_levels()
         return {
             "ladder": self.ladder,
             "resumed": self.resumed,
@@ -248,6 +264,11 @@ class TuneReport:
             else None,
             "stopped_by": self.stopped_by,
             "num_speculative_tokens_per_batch_size": self.batch_size_table(),
+            "one_k_over_concurrency": (
+                {"k": one_k[0], "geomean_output_tokens_per_s": round(one_k[1], 2)}
+                if one_k
+                else None
+            ),
             "notes": self.notes,
         }
 
