@@ -28,6 +28,9 @@ CORPUS = {
     "llamacpp_server_healthy.log": ("llama.cpp-slot", 4, [], 2.77),
     "llamacpp_server_collapsed_old_format.log": ("llama.cpp-slot", 3, ["collapse"], None),
     "llamacpp_statistics.log": ("llama.cpp-stats draft-dflash", 1, [], 3.71),
+    "llamacpp_server_inline_positions.log": ("llama.cpp-slot", 2, [], 2.5),
+    "vllm_fields_looping.txt": ("vllm-fields", 1, [], 4.0),
+    "vllm_fields_one_line.txt": ("vllm-fields", 1, [], 2.21),
 }
 
 
@@ -199,3 +202,32 @@ def test_vllms_prefix_reuse_warning_is_named_with_its_issue(tmp_path: Path) -> N
     assert "prefix_reuse_disabled" not in [
         f.kind for f in analyze_source(str(plain), MetricsOptions()).findings
     ]
+
+
+def test_the_newer_slot_line_and_the_bare_vllm_fields_read_every_figure() -> None:
+    """llama-server builds of mid-2026 print τ and the positions on the slot line itself; vLLM's
+    fields pasted without their `SpecDecoding metrics:` prefix, one line or one per line."""
+    slot = analyze_source(str(FORMATS / "llamacpp_server_inline_positions.log"), MetricsOptions())
+    w = slot.state.windows[0]
+    assert (w.accepted_tokens, w.drafted_tokens, w.mean_acceptance_length) == (132, 240, 2.65)
+    assert w.per_position == [0.7, 0.45, 0.3, 0.2] and w.num_drafts == 80
+    one = analyze_source(str(FORMATS / "vllm_fields_one_line.txt"), MetricsOptions()).state.latest
+    assert one is not None and (one.accepted_tokens, one.drafted_tokens) == (242, 1400)
+    assert one.num_drafts == 200 and one.draft_acceptance_rate == pytest.approx(0.173)
+    assert one.per_position == [0.6, 0.35, 0.17, 0.06, 0.03, 0.0, 0.0]
+    loop = analyze_source(str(FORMATS / "vllm_fields_looping.txt"), MetricsOptions())
+    assert [f.kind for f in loop.findings if f.kind != "no_expected_range"][:1] == ["possible_loop"]
+
+
+def test_an_unread_engine_is_named_by_its_own_name(capsys, monkeypatch) -> None:
+    """xinfer's stats line inside a container named vllm-rs-…: named xinfer, not vLLM; the
+    verdict says nothing was judged."""
+    from support.cli import run_main
+
+    r = analyze_source(str(FORMATS / "xinfer_unrecognised.log"), MetricsOptions())
+    f = next(f for f in r.findings if f.kind == "format_not_recognised")
+    assert r.state.engine_hint == "xinfer" and r.state.windows == []
+    assert "DFlash Stats" in f.message
+    code, out, _err = run_main(monkeypatch, capsys, "metrics",
+                               str(FORMATS / "xinfer_unrecognised.log"))  # fmt: skip
+    assert code == 0 and "verdict: nothing judged (exit 0): format not recognised" in out

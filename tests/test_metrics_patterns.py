@@ -167,6 +167,32 @@ class TestSignature:
         assert signature_of(few, th, drafts=200) == ("cliff", 6)
         assert signature_of(DEMO_WRONG_MASK, th, drafts=40) == ("cliff", 2)
 
+    @pytest.mark.parametrize(
+        ("drafts", "shape"),
+        [
+            (60, "thin"),  # ≈4 drafts reached position 5: too few to tell
+            (149, "thin"),  # 0.067 × 149 = 9.98: one short of the cliff rule's 10
+            (150, "cliff"),  # 10.05 drafts: a cliff, the config causes
+        ],
+    )  # fmt: skip
+    def test_a_thinly_sampled_cliff_names_the_config_beside_a_weak_drafter(self, drafts, shape):
+        """One window whose positions 6-15 are 0 after a few drafts reached position 5 looks
+        the same from a healthy drafter's smoke run and from sliding-window layers run as
+        full attention: neither cause is ranked away; the config check comes first."""
+        pp = [0.583, 0.367, 0.2, 0.1, 0.067] + [0.0] * 10
+        lines = [engine_line(0, running=1),
+                 spec_line(0, per_position=pp, drafts=drafts)]  # fmt: skip
+        r = report(lines)
+        if shape == "cliff":
+            assert "weak_later_positions" not in kinds(r)
+            return
+        f = next(f for f in r.findings if f.kind == "weak_later_positions")
+        assert f.severity == "warning" and kinds(r, "alarm") == []
+        assert "only ≈" in f.message and "too few to tell a cliff" in f.message
+        assert f.message.startswith("positions 6-15 accept nothing after position 5")
+        assert f.likely_causes[0].cause.startswith("layer_types / sliding window")
+        assert f.likely_causes[1].cause.startswith("a weak or undertrained drafter")
+
     def test_the_demo_pairs_wrong_mask_is_a_config_problem(self):
         # the demo pair with a wrong mask id: τ 1.69, position 1 65 %, positions 2-7 ≤ 2 %
         lines = [

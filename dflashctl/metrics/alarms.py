@@ -28,6 +28,7 @@ from dflashctl.metrics.causes import (
     METHOD_NAMES,
     cause_batch_off,
     cause_drift,
+    cause_layer_types,
     cause_long_context,
     cause_mismatch,
     cause_prefix_cache,
@@ -587,17 +588,37 @@ def _weak_positions(ws: list[SpecWindow], ctx: _Ctx) -> list[Finding]:
         if ctx.family and ctx.family != "dflash"
         else [cause_weak(th, useful)]
     )
-    return [
-        Finding(
-            "weak_later_positions",
-            "warning",
-            f"positions {useful + 1}-{len(pp)} accept ≤ {th.weak_position_rate * 100:.0f} % "
-            f"while position 1 accepts {pp[0] * 100:.1f} %: a weak or undertrained drafter, or K "
-            f"too large; num_speculative_tokens={useful} may be as fast or faster (judge by "
-            "throughput)",
-            causes,
+    message = (
+        f"positions {useful + 1}-{len(pp)} accept ≤ {th.weak_position_rate * 100:.0f} % "
+        f"while position 1 accepts {pp[0] * 100:.1f} %: a weak or undertrained drafter, or K "
+        f"too large; num_speculative_tokens={useful} may be as fast or faster (judge by "
+        "throughput)"
+    )
+    thin = _thin_cliff(pp, th, b.num_drafts)
+    if thin is not None and (not ctx.family or ctx.family == "dflash"):
+        at, reached = thin
+        message = (
+            f"positions {at}-{len(pp)} accept nothing after position {at - 1} accepted "
+            f"{pp[at - 2] * 100:.1f} %, but only ≈{reached:.0f} drafts reached position "
+            f"{at - 1}: too few to tell a cliff (a config fault: sliding-window layers run as "
+            "full attention, a wrong mask id) from a gradual fall (a weak drafter, K too large); "
+            "read more windows, or check the config first"
         )
-    ]
+        causes = [cause_layer_types(th), cause_weak(th, useful)]
+    return [Finding("weak_later_positions", "warning", message, causes)]
+
+
+def _thin_cliff(pp: list[float], th: Thresholds, drafts: int | None) -> tuple[int, float] | None:
+    """(cliff position, drafts that reached the position before it) when the profile has a
+    cliff's shape but fewer drafts behind it than the cliff rule asks for: one window of a
+    healthy drafter (the demo pair's smoke log) and one of sliding-window layers run as full
+    attention (positions 6-15 at 0 after 4 drafts reached position 5) look alike."""
+    if drafts is None or signature_of(pp, th, drafts)[0] == "cliff":
+        return None
+    sig, at = signature_of(pp, th, drafts, counted=False)
+    if sig != "cliff" or at is None:
+        return None
+    return at, pp[at - 2] * drafts
 
 
 def estimate_interval(ws: list[SpecWindow]) -> float | None:

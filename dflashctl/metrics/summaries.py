@@ -13,9 +13,14 @@ said to be unread, never taken for "no metrics":
                         `acceptance at token i:` (a fraction; since the LLM was built)
     llama.cpp-slot      llama-server, once per request: `draft acceptance[ rate] = R (A accepted /
                         G generated)[, mean len = L]`, then at trace level `acc per pos = (…)`
+                        (mid-2026 builds: `mean acceptance length = L, acceptance rate per
+                        position = (…)` on the same line)
     llama.cpp-stats     llama.cpp's speculative statistics, since start: `statistics draft-dflash:
                         … #gen drafts = D, #acc drafts = …, #gen tokens = G, #acc tokens = A[,
                         #mean acc len = L][, #acc rate/pos = (…)]`
+    vllm-fields         the fields of vLLM's `SpecDecoding metrics` line pasted without its prefix:
+                        `Mean acceptance length: L`[, `Accepted: A tokens`, `Drafted: D tokens`,
+                        `Per-position acceptance rate: …`], on one line or one per line
 
 `SummaryScan` is fed the same byte chunks as the LogScanner (memory flat: a bounded excerpt after
 each hit, the latest `max_windows` windows). It also keeps a few lines that look like acceptance
@@ -92,9 +97,14 @@ def parse_vllm_offline(block: str) -> list[SpecWindow]:
     return [w]
 
 
+# llama-server's slot line: `mean len =` and, at trace level, `acc per pos = (…)` on the next
+# line; builds of mid-2026 spelled them `mean acceptance length =` and `acceptance rate per
+# position = (…)` on the same line (ggml-org/llama.cpp#24536)
 _LLAMA_SLOT = re.compile(
     r"draft acceptance(?: rate)? = " + _NUM + r" \(\s*(\d+) accepted /\s*(\d+) generated\)"
-    r"(?:, mean len =\s*" + _NUM + r")?(?:[^\n]*\n[^\n]*acc per pos = \(([^)]*)\))?"
+    r"(?:, mean (?:len|acceptance length) =\s*" + _NUM + r")?"
+    r"(?:, acceptance rate per position = \(([^)]*)\)"
+    r"|[^\n]*\n[^\n]*acc per pos = \(([^)]*)\))?"
 )
 _LLAMA_STATS = re.compile(
     r"statistics\s+([\w.-]+):[^\n]*?#gen drafts =\s*(\d+), #acc drafts =\s*(\d+), "
@@ -129,7 +139,7 @@ def parse_llama_slot(block: str) -> list[SpecWindow]:
     w.accepted_tokens, w.drafted_tokens = accepted, generated
     w.mean_acceptance_length = mean
     w.num_drafts = _drafts_from_mean(accepted, mean)
-    w.per_position = _floats(m.group(5))
+    w.per_position = _floats(m.group(5) or m.group(6))
     return [w]
 
 
@@ -150,6 +160,33 @@ def parse_llama_stats(block: str) -> list[SpecWindow]:
     return [w]
 
 
+def parse_vllm_fields(block: str) -> list[SpecWindow]:
+    """vLLM's `SpecDecoding metrics` fields pasted without the line's prefix, on one line or one
+    per line: `Mean acceptance length: L`, then any of `Accepted: A tokens`, `Drafted: D
+    tokens`, `Per-position acceptance rate: …`, `Avg Draft acceptance rate: R%` (up to the
+    next blank line)."""
+    block = block.split("\n\n", 1)[0]
+    m = re.match(r"Mean acceptance length:\s*" + _NUM, block)
+    if not m:
+        return []
+    w = SpecWindow(engine="vllm", format="vllm-fields")
+    w.mean_acceptance_length = float(m.group(1))
+    acc = re.search(r"\bAccepted:\s*(\d+) tokens", block)
+    dra = re.search(r"\bDrafted:\s*(\d+) tokens", block)
+    pos = re.search(r"Per-position acceptance rate:\s*([\d.,\s]+\d)", block)
+    rate = re.search(r"Avg Draft acceptance rate:\s*" + _NUM + "%", block)
+    w.accepted_tokens = int(acc.group(1)) if acc else None
+    w.drafted_tokens = int(dra.group(1)) if dra else None
+    w.per_position = _floats(pos.group(1)) if pos else None
+    if w.accepted_tokens is not None:
+        w.num_drafts = _drafts_from_mean(w.accepted_tokens, w.mean_acceptance_length)
+    if rate:
+        w.draft_acceptance_rate = float(rate.group(1)) / 100
+    elif w.accepted_tokens is not None and w.drafted_tokens:
+        w.draft_acceptance_rate = w.accepted_tokens / w.drafted_tokens
+    return [w]
+
+
 @dataclass(frozen=True)
 class Format:
     name: str
@@ -164,6 +201,7 @@ FORMATS = (
     Format("vllm-offline", "vllm", b"num_drafts:", 2048, parse_vllm_offline),
     Format("llama.cpp-slot", "llama.cpp", b"draft acceptance", 512, parse_llama_slot),
     Format("llama.cpp-stats", "llama.cpp", b"statistics ", 1024, parse_llama_stats),
+    Format("vllm-fields", "vllm", b"Mean acceptance length:", 1024, parse_vllm_fields),
 )
 
 # A line that reads like an acceptance figure: "accept…" then a number within a few characters
@@ -171,6 +209,7 @@ _FIGURE_RE = re.compile(
     r"(?i)accept\w*(?:[ _-]?(?:rate|len(?:gth)?|ratio))?\s*(?:\(%\))?\s*[:=]\s*\d"
 )
 _ENGINE_HINTS = (  # (marker in the line or the log, engine), first match wins
+    ("xinfer", "xinfer"),  # before "vllm": its containers are named vllm-rs-…
     ("tensorrt_llm", "TensorRT-LLM"),
     ("TRT-LLM", "TensorRT-LLM"),
     ("[TRT", "TensorRT-LLM"),

@@ -116,7 +116,12 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
             f"(found by {escape(exp.found_by)})[/dim]",
             soft_wrap=True,
         )
-    if report.ok:
+    if report.ok and not st.windows:  # no metrics, or figures in a format not read
+        why = ", ".join(sorted({f.kind.replace("_", " ") for f in report.findings})) or "no windows"
+        console.print(
+            f"\nverdict: [yellow]nothing judged[/yellow] (exit 0): {escape(why)}", soft_wrap=True
+        )
+    elif report.ok:
         unjudged = ""
         if any(n.startswith("no expected acceptance range is known") for n in st.notes):
             unjudged = " [yellow]without an expected range: a regression would pass[/yellow]"
