@@ -343,6 +343,7 @@ def cause_batch_off(th: Thresholds, limit: int | None) -> Cause:
 
 
 PREFIX_LOW, PREFIX_HIGH = 0.10, 0.30  # hit-rate groups compared by the prefix-cache signature
+PREFIX_DROP = 0.8  # acceptance with the prefix cached at or under this × without: poisoned
 
 
 def prefix_cache_signature(ws: list[SpecWindow]) -> str | None:
@@ -363,7 +364,7 @@ def prefix_cache_signature(ws: list[SpecWindow]) -> str | None:
     if len(low) < 2 or len(high) < 2:
         return None
     lo, hi = statistics.median(low), statistics.median(t for t, _ in high)
-    if hi > 0.8 * lo:
+    if hi > PREFIX_DROP * lo:
         return None
     rate = statistics.median(r for _, r in high)
     return (

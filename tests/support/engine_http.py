@@ -5,7 +5,11 @@
 JSON 500, a hang, an SSE stream cut mid-way (chunked or close-delimited), degenerate text,
 empty content with `reasoning_content`, the length cap. Its `/metrics` page carries vLLM's
 spec-decode counters, which grow with every answer it streams (healthy or collapsing
-acceptance), or none at all (a `--spec none` server), or is missing (404). With `log=PATH` it
+acceptance), or none at all (a `--spec none` server), or is missing (404). With
+`prefix_cache="healthy"|"poisoned"` it keeps vLLM's prefix-cache counters (a prompt sent before
+hits for its whole length) and, poisoned, accepts at `cached_spec` on a request whose prefix
+was cached: it stands in for vLLM ≤ 0.28 serving DFlash on a GPU with prefix caching on
+(vllm#47930), which nothing here can run. With `log=PATH` it
 writes vLLM 0.34 `SpecDecoding metrics` lines every `log_interval` seconds while it has traffic,
 as vLLM does.
 """
@@ -75,6 +79,8 @@ class Behaviour:
 @dataclass
 class Counters:
     drafts: float = 0.0
+    prefix_queries: float = 0.0
+    prefix_hits: float = 0.0
     draft_tokens: float = 0.0
     accepted: float = 0.0
     per_pos: list[float] = field(default_factory=lambda: [0.0] * 7)
@@ -94,7 +100,11 @@ class FakeEngine:
         models_mode: str = "ok",  # ok | html502
         log: Path | None = None,
         log_interval: float = 0.3,
+        prefix_cache: str | None = None,  # None (no counters) | healthy | poisoned
+        cached_spec: Acceptance = COLLAPSED,  # poisoned: acceptance on a cached prefix
     ) -> None:
+        self.prefix_cache, self.cached_spec = prefix_cache, cached_spec
+        self.seen_prompts: set[str] = set()
         self.behaviour = behaviour or Behaviour()
         self.spec, self.metrics, self.models, self.models_mode = spec, metrics, models, models_mode
         self.counters = Counters()
@@ -187,6 +197,12 @@ class FakeEngine:
             self.release.wait(30)
             return
         max_tokens = int(body.get("max_tokens") or 10**6)
+        prompt = json.dumps(body.get("messages"))
+        cached = prompt in self.seen_prompts
+        self.seen_prompts.add(prompt)
+        with self.lock:  # a prompt seen before hits the cache for all of its ~4-character tokens
+            self.counters.prefix_queries += len(prompt) // 4
+            self.counters.prefix_hits += len(prompt) // 4 if cached else 0
         parts = pieces(b.text)
         if b.cap_at_max_tokens:
             parts = (parts * (max_tokens // max(1, len(parts)) + 1))[:max_tokens]
@@ -231,7 +247,7 @@ class FakeEngine:
                 h.close_connection = True
                 return
             emit(chunk({b.field: p} if b.field != "content" else {"content": p}))
-            self.account(1)
+            self.account(1, cached)
         emit(chunk({"content": ""}, finish))
         usage = {"prompt_tokens": 20, "completion_tokens": tokens, "total_tokens": 20 + tokens}
         if b.usage:
@@ -246,18 +262,19 @@ class FakeEngine:
 
     # ---- metrics ---------------------------------------------------------------------------
 
-    def account(self, generated: int) -> None:
+    def account(self, generated: int, cached: bool = False) -> None:
         """Grow the counters as an engine would for `generated` new tokens."""
         with self.lock:
             c = self.counters
             c.generated += generated
             if self.spec is None:
                 return
-            drafts = generated / self.spec.mean_length
+            spec = self.cached_spec if cached and self.prefix_cache == "poisoned" else self.spec
+            drafts = generated / spec.mean_length
             c.drafts += drafts
-            c.draft_tokens += drafts * len(self.spec.per_pos)
-            c.accepted += drafts * sum(self.spec.per_pos)
-            for i, r in enumerate(self.spec.per_pos):
+            c.draft_tokens += drafts * len(spec.per_pos)
+            c.accepted += drafts * sum(spec.per_pos)
+            for i, r in enumerate(spec.per_pos):
                 c.per_pos[i] += drafts * r
             w = c.window
             w["drafts"] = w.get("drafts", 0.0) + drafts
@@ -272,6 +289,13 @@ class FakeEngine:
             "# TYPE vllm:num_requests_running gauge",
             f"vllm:num_requests_running{{{labels}}} 0.0",
         ]
+        if self.prefix_cache is not None:
+            lines += [
+                "# TYPE vllm:prefix_cache_queries_total counter",
+                f"vllm:prefix_cache_queries_total{{{labels}}} {c.prefix_queries}",
+                "# TYPE vllm:prefix_cache_hits_total counter",
+                f"vllm:prefix_cache_hits_total{{{labels}}} {c.prefix_hits}",
+            ]
         if self.metrics == "vllm" and self.spec is not None:
             lines += [
                 "# TYPE vllm:spec_decode_num_drafts_total counter",

@@ -78,6 +78,14 @@ def smoke(
         typer.Option("--min-acceptance-length", help="Fail below this mean acceptance length."),
     ] = None,
     drafter: DrafterNameOpt = None,
+    prefix_cache_probe: Annotated[
+        bool,
+        typer.Option(
+            "--prefix-cache-probe",
+            help="Also send one long prompt twice: fail if acceptance falls when its prefix "
+            "comes from the prefix cache (vllm#47930).",
+        ),
+    ] = False,
     log_interval: Annotated[
         float,
         typer.Option("--log-interval", help="The engine's stats interval, for --log (s)."),
@@ -95,6 +103,7 @@ def smoke(
       dflashctl smoke http://gpu1:8000 --fixtures --max-tokens 512 --json
       dflashctl smoke http://gpu1:8000 --log vllm.log --min-tokens-per-s 30
       dflashctl smoke http://gpu1:8000 --baseline http://gpu1:8001
+      dflashctl smoke http://gpu1:8000 --prefix-cache-probe
     """
     from dflashctl.hosts import set_command_ssh
 
@@ -119,6 +128,7 @@ def smoke(
         allow_repetition=allow_repetition,
         min_acceptance_length=min_acceptance_length,
         drafter=drafter,
+        prefix_probe=prefix_cache_probe,
     )
     report = run_smoke(opts, progress=progress)
     if json_out:

@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflashctl.commands.smoke import checks as ck
+from dflashctl.commands.smoke.prefix_probe import PrefixProbe, prefix_check, run_prefix_probe
 from dflashctl.errors import UsageError, require_finite
 from dflashctl.fixtures import Prompt, load_prompts
 from dflashctl.metrics.analyze import MetricsOptions, thresholds_for
@@ -42,7 +43,11 @@ from dflashctl.report import Row, rows_ok
 from dflashctl.server.client import Completion, list_models, make_client, stream_chat
 from dflashctl.server.targets import default_target, resolve_target
 
+if TYPE_CHECKING:
+    import httpx
+
 Progress = Callable[[str], None]
+SKIP_STATUS = "skip"
 
 
 @dataclass
@@ -63,6 +68,7 @@ class SmokeOptions:
     allow_repetition: bool = False  # a repetition loop is a warning (tiny test models)
     min_acceptance_length: float | None = None
     drafter: str | None = None
+    prefix_probe: bool = False  # the same long prompt twice: acceptance with its prefix cached
 
     def validate(self) -> None:
         require_finite(
@@ -117,6 +123,7 @@ class SmokeReport:
     baseline: list[Completion] = field(default_factory=list)
     decode_tokens_per_s: float | None = None
     ttft_s: float | None = None
+    prefix: PrefixProbe | None = None
 
     @property
     def ok(self) -> bool:
@@ -171,6 +178,7 @@ class SmokeReport:
             "alarms": [f.to_json() for f in self.findings],
             "speculation": self.spec.to_json() if self.spec else None,
             "max_tokens": self.max_tokens,
+            "prefix_cache_probe": self.prefix.to_json() if self.prefix else None,
             "requests": [c.to_json() for c in self.completions],
             "baseline": (
                 {
@@ -347,6 +355,10 @@ def _run(
 
         if base_url is not None and good:
             report.baseline = _run_baseline(client, base_url, prompts, good, opts, say)
+        if opts.prefix_probe and good:
+            checks.append(
+                _prefix_probe(report, client, url, model, log is not None, opts, say, sleep)
+            )
 
     if good:
         checks.append(ck.speed_check(report.decode_tokens_per_s, opts.min_tokens_per_s))
@@ -357,6 +369,29 @@ def _run(
     checks.append(spec_check(report.spec, opts.expect_no_spec))
     report.findings = _findings(report.spec, opts.expect_no_spec)
     return report
+
+
+def _prefix_probe(
+    report: SmokeReport,
+    client: httpx.Client,
+    url: str,
+    model: str,
+    from_log: bool,
+    opts: SmokeOptions,
+    say: Progress,
+    sleep: Callable[[float], None],
+) -> Row:
+    if from_log:
+        return Row("prefix cache", SKIP_STATUS, "the probe reads acceptance per request from "
+                   "the engine's /metrics counters, not from a log",
+                   hint="run it without --log (or with --metrics-url)")  # fmt: skip
+    murl = opts.metrics_url or f"{url}/metrics"
+    say("→ prefix-cache probe: one long prompt twice (the second should find its prefix cached)")
+    report.prefix = run_prefix_probe(
+        client, url, model, murl, max_tokens=min(opts.max_tokens, 128), timeout=opts.timeout,
+        th=_thresholds(opts, murl), sleep=sleep,
+    )  # fmt: skip
+    return prefix_check(report.prefix)
 
 
 def _run_baseline(
