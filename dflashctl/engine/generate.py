@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from dflashctl.engine.drafter import Drafter, DrafterArgs
 from dflashctl.engine.model import (
@@ -34,6 +34,7 @@ from dflashctl.engine.reference import ReferenceTarget
 from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.engine.weights import (
     checkpoint_bytes,
+    draft_vocabulary,
     generation_eos,
     iter_state,
     load_config,
@@ -170,6 +171,10 @@ class Engine:
         self.max_model_len = max_model_len
         self.k = num_speculative_tokens if drafter is not None else 0
         self.draft_confidence = 0.0  # > 0: verify only the confident prefix of a draft (kept)
+        # a reduced draft vocabulary (speculators' draft_vocab_size + d2t): the target ids the
+        # drafter may propose [N] and the lm_head rows over them [N, H]; None: the whole one
+        self.draft_ids: Tensor | None = None
+        self.draft_head: nn.Module | None = None
         self.taps = tuple(drafter.args.captured_layers) if drafter is not None else ()
         slack = self.k + 1
         target.setup_caches(max_model_len + slack)
@@ -225,6 +230,7 @@ class Engine:
         n_layers, hidden = target.args.num_hidden_layers, target.args.hidden_size
         drafter = None
         k = 0
+        vocab = None
         if drafter_dir is not None:
             d_cfg = load_config(drafter_dir)
             block = num_speculative_tokens + 1 if num_speculative_tokens else None
@@ -245,6 +251,7 @@ class Engine:
             )
             fuse_projections(drafter)  # its MLPs (its attention reads k/v_proj for the context)
             k = d_args.block_size - 1
+            vocab = draft_vocabulary(drafter_dir, d_cfg, target.lm_head.weight, device, dtype)
         eos = generation_eos(target_dir) or target.args.eos_token_ids
         # the context vLLM allows; the RoPE tables of both models also cover the K verify
         # positions past it (their tokens are never committed), whatever the drafter's
@@ -258,7 +265,18 @@ class Engine:
             _materialize_rope(
                 drafter, drafter.args.head_dim, max_len + k + 1, drafter.args.rope_theta
             )
-        return cls(target.eval(), drafter, ChatTokenizer(target_dir), eos, max_len, k)
+        engine = cls(target.eval(), drafter, ChatTokenizer(target_dir), eos, max_len, k)
+        if drafter is not None and vocab is not None:
+            engine.use_draft_vocabulary(*vocab)
+        return engine
+
+    def use_draft_vocabulary(self, ids: Tensor, head_weight: Tensor) -> None:
+        """Propose only among `ids` [N] (target ids), scored by `head_weight` [N, H]: the
+        drafter's lm_head costs N / V of the whole vocabulary's. The plain loop only."""
+        head = nn.Linear(head_weight.shape[1], head_weight.shape[0], bias=False)
+        head.weight = nn.Parameter(head_weight, requires_grad=False)
+        self.draft_ids, self.draft_head = ids.to(self.device), head.to(self.device)
+        self.static = False  # engine/fast.py scores the whole vocabulary
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -281,11 +299,17 @@ class Engine:
         assert self.drafter is not None
         block = torch.full((1, self.k + 1), self.drafter.args.mask_token_id, device=self.device)
         block[0, 0] = anchor
-        return self.drafter(block, start, self.target.embed_tokens, self.target.lm_head)[0]
+        head = self.draft_head if self.draft_head is not None else self.target.lm_head
+        return self.drafter(block, start, self.target.embed_tokens, head)[0]  # [K, V or N]
+
+    def pick(self, d_logits: Tensor) -> Tensor:
+        """Target token ids of the argmax of each row of draft logits [n, V or N] -> [n]."""
+        best = d_logits.argmax(-1)
+        return self.draft_ids[best] if self.draft_ids is not None else best
 
     def propose(self, anchor: int, start: int) -> Tensor:
-        """The drafter's K proposals [K] (argmax per slot)."""
-        return self.draft_logits(anchor, start).argmax(-1)  # [K]
+        """The drafter's K proposals [K] (argmax per slot, as target ids)."""
+        return self.pick(self.draft_logits(anchor, start))  # [K]
 
     def kept(self, d_logits: Tensor) -> int:
         """How many of the K proposals to verify: all, or with `draft_confidence` set, those
@@ -304,7 +328,7 @@ class Engine:
         the number of proposals verified)."""
         d_logits = self.draft_logits(anchor, start)  # [K, V]
         n = self.kept(d_logits)
-        drafts = d_logits[:n].argmax(-1).to(self.device)  # [n]
+        drafts = self.pick(d_logits[:n]).to(self.device)  # [n]
         verify = torch.cat([torch.tensor([anchor], device=self.device), drafts])[None]  # [1, n+1]
         logits, taps = self.target(verify, self._positions(start, n + 1), taps=self.taps)
         posterior = logits[0].argmax(-1)  # [n+1]: the target's token after each verify slot

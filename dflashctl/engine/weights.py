@@ -127,3 +127,43 @@ def generation_eos(model_dir: Path) -> list[int]:
         return []
     eos = json.loads(path.read_text()).get("eos_token_id")
     return [eos] if isinstance(eos, int) else [e for e in eos or [] if isinstance(e, int)]
+
+
+def draft_vocabulary(
+    drafter_dir: Path,
+    d_cfg: dict[str, Any],
+    target_head: torch.Tensor,
+    device: str,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A reduced draft vocabulary, as the speculators format carries it: `draft_vocab_size` N
+    below the target's V and a `d2t` map [N] (draft id i is target id i + d2t[i]). Returns the
+    target ids [N] and the lm_head rows scoring them [N, H]: the drafter's own `lm_head.weight`
+    when it ships one, else the target's rows for those ids. None: the whole vocabulary."""
+    from safetensors import safe_open
+
+    n, v = d_cfg.get("draft_vocab_size"), target_head.shape[0]
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0 or n >= v:
+        return None
+    found: dict[str, torch.Tensor] = {}
+    for f in safetensors_files(drafter_dir):
+        with safe_open(str(f), framework="pt", device="cpu") as st:
+            for name in ("d2t", "lm_head.weight"):
+                if name in st.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                    found[name] = st.get_tensor(name)
+    d2t = found.get("d2t")
+    if d2t is None or tuple(d2t.shape) != (n,):
+        raise EngineError(
+            f"draft_vocab_size {n} needs a d2t map of {n} entries in the drafter's weights; "
+            f"found {'none' if d2t is None else list(d2t.shape)}"
+        )
+    ids = torch.arange(n) + d2t.long()  # [N] target ids
+    if int(ids.min()) < 0 or int(ids.max()) >= v or len(torch.unique(ids)) != n:
+        raise EngineError(f"d2t maps the {n} draft ids outside the target's {v} or twice onto one")
+    own = found.get("lm_head.weight")
+    if own is not None and tuple(own.shape) != (n, target_head.shape[1]):
+        raise EngineError(
+            f"the drafter's lm_head.weight is {list(own.shape)}, not [{n}, {target_head.shape[1]}]"
+        )
+    head = own if own is not None else target_head.detach()[ids.to(target_head.device)]
+    return ids.to(device), head.to(device=device, dtype=dtype).contiguous()
