@@ -1,12 +1,14 @@
-"""Shared fixtures: an isolated environment for every test, a CLI runner, and `stop_all`.
+"""Shared fixtures: an isolated environment for every test, a CLI runner, engine stand-ins
+(`serve`) and `stop_all`.
 
 Helpers the tests import live in tests/support/ (see its __init__.py)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -33,6 +35,18 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Any]]:
+    """Start small engine stand-ins on 127.0.0.1 (tests/support/engine_http.py): `serve(...)`
+    returns a `FakeEngine`; every one started is closed after the test."""
+    from support.engine_http import serve_many
+
+    start, made = serve_many()
+    yield start
+    for s in made:
+        s.close()
 
 
 @pytest.fixture

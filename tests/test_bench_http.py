@@ -17,14 +17,6 @@ from dflashctl.commands.bench.targets import parse_concurrency
 FAST = ["--timeout", "10", "--max-tokens", "64", "--warmup-tokens", "4"]
 
 
-@pytest.fixture
-def serve():
-    start, made = serve_many()
-    yield start
-    for s in made:
-        s.close()
-
-
 def ours(err: str) -> str:
     """stderr without the test servers' own reports: `socketserver` prints a traceback when a
     client drops a keep-alive connection (the SSE reader stops at `data: [DONE]` and closes it

@@ -9,18 +9,10 @@ import time
 
 import pytest
 from support.cli import run_main
-from support.engine_http import COLLAPSED, QUICKSORT, Acceptance, Behaviour, FakeEngine, serve_many
+from support.engine_http import COLLAPSED, QUICKSORT, Acceptance, Behaviour, FakeEngine
 
 FAST = ["--timeout", "5", "--max-tokens", "256"]
 SHORT = ["--timeout", "5", "--max-tokens", "40"]
-
-
-@pytest.fixture
-def serve():
-    start, made = serve_many()
-    yield start
-    for s in made:
-        s.close()
 
 
 def smoke_json(monkeypatch, capsys, *args: str) -> tuple[int, dict, str]:

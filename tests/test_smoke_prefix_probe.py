@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_main
-from support.engine_http import COLLAPSED, HEALTHY, FakeEngine, serve_many
+from support.engine_http import COLLAPSED, HEALTHY, FakeEngine
 
 from dflashctl.commands.smoke.prefix_probe import MIN_DRAFTS, PrefixProbe, prefix_check
 from dflashctl.metrics.causes import PREFIX_DROP
@@ -23,14 +23,6 @@ from dflashctl.metrics.spec_probe import SPECULATING, SpecResult
 from dflashctl.metrics.window import SpecWindow
 
 ARGS = ["--timeout", "10", "--max-tokens", "120", "--prefix-cache-probe", "--json"]
-
-
-@pytest.fixture
-def serve():
-    start, made = serve_many()
-    yield start
-    for s in made:
-        s.close()
 
 
 def probe_row(data: dict) -> dict:
