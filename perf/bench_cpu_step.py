@@ -6,7 +6,8 @@ median of --reps timings of each part of a step at the same position:
     decode        one target token (plain greedy's step)
     verify        the target on the K+1 block (anchor + K drafts), hidden-state taps included
     propose       the drafter's pass over [anchor, mask x K] with the shared lm_head
-    lm_head       the shared lm_head alone on K+1 rows and on 1 row (the vocabulary's share)
+    lm_head       the drafter's lm_head alone on K+1 rows and on 1 row (the vocabulary's share:
+                  the target's, or its rows over a reduced draft vocabulary)
     step          Engine.speculate: propose + verify + acceptance (write_context is separate)
 
     break-even τ  = step / decode: the mean acceptance length at which speculation only matches
@@ -74,14 +75,15 @@ def main() -> None:
         eng.drafter.write_context(taps, eng._positions(0, pos))
         block = torch.full((1, k + 1), tok)
         rows = torch.zeros(1, k + 1, eng.target.args.hidden_size)
+        head = eng.draft_head if eng.draft_head is not None else eng.target.lm_head
         ms = {
             "decode": median_ms(lambda: eng.decode_one(tok, pos), r),
             "verify": median_ms(
                 lambda: eng.target(block, eng._positions(pos, k + 1), taps=eng.taps), r
             ),
             "propose": median_ms(lambda: eng.propose(tok, pos), r),
-            "lm_head_block": median_ms(lambda: eng.target.lm_head(rows), r),
-            "lm_head_1": median_ms(lambda: eng.target.lm_head(rows[:, :1]), r),
+            "lm_head_block": median_ms(lambda: head(rows), r),
+            "lm_head_1": median_ms(lambda: head(rows[:, :1]), r),
             "step": median_ms(lambda: eng.speculate(tok, pos), r),
         }
     out = {
