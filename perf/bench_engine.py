@@ -19,6 +19,7 @@ In one run (SPEC.md's matched methodology: batch one, greedy, the same prompts f
     .venv/bin/python perf/bench_engine.py --model T --drafter D --max-tokens 256 --json
     .venv/bin/python perf/bench_engine.py --heldout none      # the three fixtures only
     .venv/bin/python perf/bench_engine.py --draft-confidence 0.3,0.5   # more modes, same run
+    .venv/bin/python perf/bench_engine.py --also-drafter /tmp/dv8192/drafter  # another drafter
 
 `--draft-confidence C` adds a mode per value: the same speculative engine verifying only the
 proposals before the first its drafter gives a probability below C (Engine.draft_confidence;
@@ -83,9 +84,12 @@ class Confident:
 
 
 def bench_modes(
-    engines: dict[str, Any], prompts: dict[str, list[int]], max_tokens: int
+    engines: dict[str, Any],
+    prompts: dict[str, list[int]],
+    max_tokens: int,
+    repeats: int = REPEATS,
 ) -> dict[str, dict[str, Any]]:
-    """Per mode and prompt: the median of REPEATS runs. Runs are interleaved (plain, spec,
+    """Per mode and prompt: the median of `repeats` runs. Runs are interleaved (plain, spec,
     plain, spec, ...) so that load from other processes hits both modes alike."""
     first = next(iter(prompts.values()))
     for engine in engines.values():
@@ -93,7 +97,7 @@ def bench_modes(
     out: dict[str, dict[str, Any]] = {mode: {} for mode in engines}
     for name, ids in prompts.items():
         runs: dict[str, list[tuple[float, int, Any]]] = {mode: [] for mode in engines}
-        for _ in range(REPEATS):
+        for _ in range(repeats):
             for mode, engine in engines.items():
                 runs[mode].append(decode_rate(engine, ids, max_tokens))
         for mode, rs in runs.items():
@@ -192,6 +196,12 @@ def main() -> None:
         help="comma-separated thresholds: a speculative mode per value that verifies only the "
         "confident prefix of each draft",
     )
+    ap.add_argument(
+        "--also-drafter", type=Path, action="append", default=[],
+        help="another drafter measured in the same run (e.g. one with a reduced draft "
+        "vocabulary, training/draft_vocab.py): modes of its own, named by its directory",
+    )  # fmt: skip
+    ap.add_argument("--repeats", type=int, default=REPEATS, help="interleaved runs per prompt")
     ap.add_argument("--json", action="store_true", help="figures as JSON on stdout")
     args = ap.parse_args()
     confidences = [float(c) for c in args.draft_confidence.split(",") if c.strip()]
@@ -239,9 +249,20 @@ def main() -> None:
     }
     engines: dict[str, Any] = {"plain": plain, "speculative": spec}
     engines |= {f"confident {c:g}": Confident(spec, c) for c in confidences}
+    for other in args.also_drafter:
+        name = other.parent.name if other.name == "drafter" else other.name
+        eng = Engine.load(
+            args.model, other, max_model_len=max_len, dtype=dtype,
+            num_speculative_tokens=args.num_speculative_tokens,
+        )  # fmt: skip
+        if args.ignore_eos:
+            eng.eos_ids = set()
+        if not confidences:  # with thresholds, only its confident modes
+            engines[name] = eng
+        engines |= {f"{name} confident {c:g}": Confident(eng, c) for c in confidences}
     spec_modes = [m for m in engines if m != "plain"]
     result["modes"] = spec_modes
-    result |= bench_modes(engines, prompts, args.max_tokens)
+    result |= bench_modes(engines, prompts, args.max_tokens, args.repeats)
     result["speedups"] = {
         mode: {
             name: result[mode][name]["tokens_per_s"] / result["plain"][name]["tokens_per_s"]
@@ -261,7 +282,7 @@ def main() -> None:
             f"heldout-{i:02d}": t.get("kind", "?") if isinstance(t, dict) else "?"
             for i, t in enumerate(items)
         }
-        runs = bench_modes(engines, held, args.heldout_tokens)
+        runs = bench_modes(engines, held, args.heldout_tokens, args.repeats)
         per_mode = {}
         for mode in spec_modes:
             sp = {n: runs[mode][n]["tokens_per_s"] / runs["plain"][n]["tokens_per_s"] for n in held}
@@ -303,7 +324,8 @@ def main() -> None:
     print(f"model {result['model']}")
     print(f"drafter {result['drafter']} (K={result['num_speculative_tokens']})")
     print(
-        f"{REPEATS} runs of up to {args.max_tokens} tokens after a {WARMUP_TOKENS}-token warm-up, "
+        f"{args.repeats} runs of up to {args.max_tokens} tokens after a {WARMUP_TOKENS}-token "
+        "warm-up, "
         f"median decode tokens/s excluding the first token, {result['torch_threads']} threads"
     )
     for mode in spec_modes:
