@@ -416,3 +416,23 @@ class TestNeedleFinder:
         assert fast.state.total_windows == plain.state.total_windows == 400
         assert [w.num_drafts for w in fast.state.windows] == list(range(1000, 1400))
         assert fast.to_json() == plain.to_json()
+
+    def test_a_short_first_sample_is_picked_again_from_a_longer_region(self):
+        """The first fast scan can be a line or a small read (its sample: a few bytes, where every
+        byte ties); the next, longer region picks the byte again from a full sample."""
+        from dflashctl.metrics.needle import SAMPLE
+
+        lines = [*startup_lines(0, pid=1)]
+        for i in range(600):
+            lines += [engine_line(60 + 10 * i), spec_line(60 + 10 * i)]
+            lines.append('(APIServer pid=1) INFO:     10.0.0.1:5 - "POST /v1/chat HTTP/1.1" 200 OK')
+        data = ("\n".join(lines) + "\n").encode()
+        cut = data.index(b"SpecDecoding", data.index(b"SpecDecoding") + 1) + 400
+        sc = LogScanner()
+        sc.feed(data[:cut])
+        first = sc._needle_finder
+        assert first is not None and first.sampled < 1000
+        sc.feed(data[cut:])
+        f = sc._needle_finder
+        assert f is not first and f.sampled == SAMPLE and f._byte == b"M" and f._misses == 0
+        assert sc.total_windows == 600

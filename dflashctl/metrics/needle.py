@@ -19,10 +19,11 @@ class NeedleFinder:
     """`find(buf, start, end)` == `buf.find(needle, start, end)` for 0 <= start <= end, on bytes
     and bytearrays."""
 
-    __slots__ = ("_at", "_byte", "_hits", "_misses", "_tail", "needle")
+    __slots__ = ("_at", "_byte", "_hits", "_misses", "_tail", "needle", "sampled")
 
     def __init__(self, needle: bytes, sample: bytes | bytearray) -> None:
         self.needle = bytes(needle)
+        self.sampled = len(sample)  # a short sample (a line, a small read) may pick badly
         counts = {c: sample.count(c) for c in set(needle)}
         rare = min(dict.fromkeys(needle), key=counts.__getitem__)  # ties: the earliest in needle
         self._byte: bytes | None = bytes([rare])

@@ -325,7 +325,7 @@ class LogScanner:
         last = -1
         nd = self._metric_needles[0]
         find, rfind, startswith = buf.find, buf.rfind, buf.startswith
-        seek = self._finder(nd, buf, prev_end).find  # buf.find(nd, a, b), by its rarest byte
+        seek = self._finder(nd, buf, prev_end, e).find  # buf.find(nd, a, b), by its rarest byte
         append = self._records.append
         hi = e - FORWARD
         p = seek(buf, prev_end, e)
@@ -363,16 +363,17 @@ class LogScanner:
             if self._hit(buf, s, prev_end, ls, le, g0):
                 last = ls
             nd = self._metric_needles[0]  # _hit may have relocked it
-            seek = self._finder(nd, buf, prev_end).find
+            seek = self._finder(nd, buf, prev_end, e).find
             prev_end = le + 1
             p = seek(buf, prev_end, e)
         return prev_end, last
 
-    def _finder(self, nd: bytes, buf: bytes, at: int) -> NeedleFinder:
-        """The finder for needle `nd`, its rare byte picked from the log at buf[at:]."""
+    def _finder(self, nd: bytes, buf: bytes, at: int, e: int) -> NeedleFinder:
+        """The finder for needle `nd`, its rare byte picked from the log at buf[at:e] (again
+        when the last pick had fewer bytes to go by than this region offers)."""
         f = self._needle_finder
-        if f is None or f.needle != nd:
-            f = self._needle_finder = NeedleFinder(nd, buf[at : at + SAMPLE])
+        if f is None or f.needle != nd or (f.sampled < SAMPLE and e - at > f.sampled):
+            f = self._needle_finder = NeedleFinder(nd, buf[at : min(e, at + SAMPLE)])
         return f
 
     def _line_at(self, buf: bytes, lo: int, p: int, hi: int) -> tuple[int, bytes]:
