@@ -178,6 +178,28 @@ def test_reading_a_log_imports_no_http_or_plot_libraries():
     assert "HEAVY=\n" in r.stderr
 
 
+def test_report_json_writes_non_finite_numbers_as_null(capsys: pytest.CaptureFixture[str]):
+    """--json encodes the report as it is when every number is finite (the fast path) and, when
+    one is not (nan, inf), rewrites it as null first: the text stays JSON that `jq` reads."""
+    from dflashctl.commands.metrics.render import emit_report_json
+    from dflashctl.console import json_safe
+    from dflashctl.metrics import MetricsOptions, analyze_source
+
+    report = analyze_source(str(DATA / "vllm_034_healthy.log"), MetricsOptions())
+    emit_report_json(report)
+    assert json.loads(capsys.readouterr().out) == json_safe(report.to_json())
+    report.state.windows[-1].generation_throughput = float("nan")
+    report.state.windows[0].prompt_throughput = float("-inf")
+    emit_report_json(report)
+    text = capsys.readouterr().out
+    assert "NaN" not in text and "Infinity" not in text
+    d = json.loads(text)
+    assert d["series"][-1]["generation_throughput"] is None
+    assert d["series"][0]["prompt_throughput"] is None
+    assert d == json_safe(report.to_json())
+    assert text.count("\n    {") == len(d["series"])  # still one line per window
+
+
 def test_plot_draws_the_criterion_that_fired(tmp_path: Path):
     """A format that prints no τ (vLLM ≈0.8.3) collapses on the draft acceptance rate: the chart
     draws the rate with its 5 % line, the title says why, and the windows are whole numbers.

@@ -355,3 +355,84 @@ class TestFastPath:
         assert st.launches == 2
         assert [w.launch for w in st.windows] == [0] * 20 + [1] * 5
         assert st.latest_launch_has_startup
+
+
+class TestNeedleFinder:
+    """The hot loop finds the locked needle by memchr of its rarest byte (metrics/needle.py):
+    it must give exactly the positions `bytes.find` gives, whatever the log holds."""
+
+    NEEDLE = b"SpecDecoding metrics: Mean acceptance length: "
+
+    def test_same_positions_as_find_for_every_range(self):
+        from dflashctl.metrics.needle import NeedleFinder
+
+        rnd = random.Random(7)
+        nd = b"abMab"
+        for trial in range(60):
+            # runs of the needle, overlapping near-misses, the rare byte alone, at the edges
+            parts = [rnd.choice([nd, b"abM", b"Mab", b"M", b"ab", b"x", b"abMabMab", b"\n"])
+                     for _ in range(rnd.randint(0, 14))]  # fmt: skip
+            buf = b"".join(parts)
+            for hay in (buf, bytearray(buf)):
+                f = NeedleFinder(nd, hay[: rnd.randint(0, len(hay))])
+                for start in range(len(hay) + 2):
+                    for end in range(start, len(hay) + 3):
+                        assert f.find(hay, start, end) == hay.find(nd, start, end), (
+                            trial, hay, start, end
+                        )  # fmt: skip
+
+    def test_a_common_rare_byte_falls_back_to_find(self):
+        from dflashctl.metrics.needle import SPARE_MISSES, NeedleFinder
+
+        f = NeedleFinder(self.NEEDLE, self.NEEDLE.replace(b"M", b"") * 2 + b"M")
+        assert f._byte == b"M"  # the least frequent byte of the sample
+        hay = b"M" * 5000 + self.NEEDLE + b"MM x" + self.NEEDLE
+        assert f.find(hay, 0, len(hay)) == 5000  # the misses ran out on the way: plain find
+        assert f._byte is None and f._misses == SPARE_MISSES + 1
+        assert f.find(hay, 5001, len(hay)) == hay.find(self.NEEDLE, 5001)
+
+    def test_a_log_full_of_the_rare_byte_gives_the_same_windows(self, tmp_path: Path, monkeypatch):
+        """Past the sample the rare byte (`M`) turns common (memory figures, model names, near
+        misses): the finder falls back to `find`, and every window is still found, the same ones
+        plain `find` finds."""
+        from dflashctl.metrics.needle import NeedleFinder
+
+        lines = [*startup_lines(0, pid=1)]
+        for i in range(400):
+            lines += [engine_line(60 + 10 * i), spec_line(60 + 10 * i, drafts=1000 + i)]
+            if i >= 100:
+                lines.append("(APIServer pid=1) INFO 11-20 10:00:00 [gpu.py:1] Model MiB M M M M")
+            if i % 50 == 7:  # a near miss: the needle's head, then M, no line of metrics
+                lines.append("(APIServer pid=1) INFO 11-20 10:00:00 [x.py:1] SpecDecoding metricsM")
+        log = write_log(tmp_path / "m.log", lines)
+        sc = LogScanner()
+        sc.feed(log.read_bytes())
+        assert sc._needle_finder is not None and sc._needle_finder._byte is None  # fell back
+        fast = analyze_source(str(log), MetricsOptions())
+        monkeypatch.setattr(
+            NeedleFinder, "find", lambda self, buf, a, b: buf.find(self.needle, a, b)
+        )
+        plain = analyze_source(str(log), MetricsOptions())
+        assert fast.state.total_windows == plain.state.total_windows == 400
+        assert [w.num_drafts for w in fast.state.windows] == list(range(1000, 1400))
+        assert fast.to_json() == plain.to_json()
+
+    def test_a_short_first_sample_is_picked_again_from_a_longer_region(self):
+        """The first fast scan can be a line or a small read (its sample: a few bytes, where every
+        byte ties); the next, longer region picks the byte again from a full sample."""
+        from dflashctl.metrics.needle import SAMPLE
+
+        lines = [*startup_lines(0, pid=1)]
+        for i in range(600):
+            lines += [engine_line(60 + 10 * i), spec_line(60 + 10 * i)]
+            lines.append('(APIServer pid=1) INFO:     10.0.0.1:5 - "POST /v1/chat HTTP/1.1" 200 OK')
+        data = ("\n".join(lines) + "\n").encode()
+        cut = data.index(b"SpecDecoding", data.index(b"SpecDecoding") + 1) + 400
+        sc = LogScanner()
+        sc.feed(data[:cut])
+        first = sc._needle_finder
+        assert first is not None and first.sampled < 1000
+        sc.feed(data[cut:])
+        f = sc._needle_finder
+        assert f is not first and f.sampled == SAMPLE and f._byte == b"M" and f._misses == 0
+        assert sc.total_windows == 600

@@ -6,7 +6,8 @@ the carried partial line is capped, and only the latest `max_windows` metrics li
 (raw bytes, parsed lazily).
 
 Speed: a log is mostly lines we ignore, so the scan never looks at every line. Each chunk is
-searched with `bytes.find` for the metrics needle (`SpecDecoding metrics`, `Decode batch`);
+searched with `bytes.find` for the metrics needle (`SpecDecoding metrics`, `Decode batch`), and
+once a vLLM needle is locked, by memchr of its rarest byte (needle.py: the same positions);
 start-up, busy and fatal lines are looked for with `bytes.rfind` only where they can matter:
 after the last metrics line of each chunk, and between two metrics lines when the process
 changed or the gap is large (an engine restart writes both). A partial last line is left in the
@@ -36,6 +37,7 @@ from dflashctl.metrics.log_parse import (
     unwrap_json,
     v0_window,
 )
+from dflashctl.metrics.needle import SAMPLE, NeedleFinder
 from dflashctl.metrics.window import Marker, MetricsState, SpecWindow
 
 ENGINES = ("auto", "vllm", "sglang")
@@ -127,6 +129,7 @@ class LogScanner:
         self._skip_long = False
         self._last_key: bytes | None = None
         self._key_dist = -1  # where the metrics needle sits in this process's lines
+        self._needle_finder: NeedleFinder | None = None
         self._last_win_end = -1
         self._pending_startup: tuple[int, bytes] | None = None
         self._busy: dict[bytes, tuple[int, bytes]] = {}
@@ -322,9 +325,10 @@ class LogScanner:
         last = -1
         nd = self._metric_needles[0]
         find, rfind, startswith = buf.find, buf.rfind, buf.startswith
+        seek = self._finder(nd, buf, prev_end, e).find  # buf.find(nd, a, b), by its rarest byte
         append = self._records.append
         hi = e - FORWARD
-        p = find(nd, prev_end, e)
+        p = seek(buf, prev_end, e)
         while p >= 0:
             key, dist = self._last_key, self._key_dist
             if key is not None and dist >= 0 and self._pending_startup is None:
@@ -341,7 +345,7 @@ class LogScanner:
                     append((n, g0 + ls, launch, buf[ls - LOOKBACK : p + FORWARD], LOOKBACK))
                     taken = p
                     limit = p + step + GAP_SEARCH_BYTES + dist
-                    p = find(nd, p + step, e)
+                    p = seek(buf, p + step, e)
                     if p < 0:
                         break
                 if taken >= 0:
@@ -359,9 +363,18 @@ class LogScanner:
             if self._hit(buf, s, prev_end, ls, le, g0):
                 last = ls
             nd = self._metric_needles[0]  # _hit may have relocked it
+            seek = self._finder(nd, buf, prev_end, e).find
             prev_end = le + 1
-            p = find(nd, prev_end, e)
+            p = seek(buf, prev_end, e)
         return prev_end, last
+
+    def _finder(self, nd: bytes, buf: bytes, at: int, e: int) -> NeedleFinder:
+        """The finder for needle `nd`, its rare byte picked from the log at buf[at:e] (again
+        when the last pick had fewer bytes to go by than this region offers)."""
+        f = self._needle_finder
+        if f is None or f.needle != nd or (f.sampled < SAMPLE and e - at > f.sampled):
+            f = self._needle_finder = NeedleFinder(nd, buf[at : min(e, at + SAMPLE)])
+        return f
 
     def _line_at(self, buf: bytes, lo: int, p: int, hi: int) -> tuple[int, bytes]:
         r = buf.rfind(b"\n", lo, p)

@@ -194,15 +194,23 @@ def window_line(w: SpecWindow) -> Text:
 def emit_report_json(report: MetricsReport) -> None:
     """The report as JSON on stdout: indented, one compact line per series window (a series of
     thousands of windows stays fast to write and easy to grep)."""
-    d = json_safe(report.to_json())
-    series = d.pop("series")
-    head = json.dumps(d, indent=2, default=str)
-    if not series:
-        body = head[:-2] + ',\n  "series": []\n}'
-    else:
-        rows = ",\n    ".join(json.dumps(w, default=str) for w in series)
-        body = head[:-2] + ',\n  "series": [\n    ' + rows + "\n  ]\n}"
+    d = report.to_json()
+    try:  # the common case: every number finite, nothing to rewrite first
+        body = _report_json(d, allow_nan=False)
+    except ValueError:  # a nan or inf somewhere: written as null
+        body = _report_json(json_safe(d), allow_nan=True)
     emit_text(body + "\n")
+
+
+def _report_json(d: dict[str, Any], *, allow_nan: bool) -> str:
+    d = dict(d)
+    series = d.pop("series")
+    head = json.dumps(d, indent=2, default=str, allow_nan=allow_nan)
+    if not series:
+        return head[:-2] + ',\n  "series": []\n}'
+    encode = json.JSONEncoder(default=str, allow_nan=allow_nan).encode  # one encoder, 2,000 rows
+    rows = ",\n    ".join(map(encode, series))
+    return head[:-2] + ',\n  "series": [\n    ' + rows + "\n  ]\n}"
 
 
 def _ndjson(obj: dict[str, Any]) -> None:
