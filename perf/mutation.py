@@ -45,10 +45,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     ),
     "dflashctl/drafter/rules/serving.py": ("tests/test_verify_serving.py",),
     "dflashctl/defects/match.py": ("tests/test_defects.py",),
-    "dflashctl/metrics/startup.py": (
-        "tests/test_metrics_alarms.py",
-        "tests/test_metrics_patterns.py",
-    ),
+    "dflashctl/metrics/startup.py": ("tests/test_metrics_formats.py",),
 }
 # Rule modules outside the set so far (docs/testing.md gives their first scores): run one by
 # naming it, e.g. `bin/mutation dflashctl/metrics/alarms.py`.

@@ -138,6 +138,98 @@ def test_good_catalogue_parses_and_bad_version_in_facts_is_an_input_error(tmp_pa
         match(Facts("vllm", "latest"), cat)
 
 
+# ---- matching, word for word: versions, build, runner, mitigation (issue 31) ----------------
+
+
+def _cat(tmp_path: Path, versions: str, extra: str = "", build: str = "any", runner: str = "any"):
+    text = GOOD.replace("{introduced: unknown, fixed: unknown}", versions)
+    text = text.replace("build: any", f"build: {build}").replace("runner: any", f"runner: {runner}")
+    text = text.replace("conditions: [sliding_layers]", "conditions: []")
+    return parse_catalogue(
+        text.replace("    sources: [s]\n", "    sources: [s]\n" + extra), tmp_path
+    )
+
+
+def _found(cat, facts: Facts) -> list[tuple[str, list[str], list[str]]]:
+    return [
+        (m.certainty, m.evidence, m.unchecked) for m in match(facts, cat, include_possible=True)
+    ]
+
+
+def test_version_build_and_runner_evidence(tmp_path: Path):
+    v = '{introduced: "0.30.0", fixed: unknown, confirmed_affected: ["0.31.0"]}'
+    cat = _cat(tmp_path / "d.yaml", v, build="cpu", runner="v1")
+    runner = "runner v1: runner v1 (given)"
+    assert _found(cat, Facts("vllm", "0.31.0", build="cpu", runner="v1")) == [
+        ("confirmed", ["vllm 0.31.0: a release measured affected", "cpu build", runner], [])
+    ]
+    inside = "vllm 0.32.0 is inside the affected range (introduced 0.30.0; fixed unknown; "
+    assert _found(cat, Facts("vllm", "0.32.0", build="cpu", runner="v1")) == [
+        ("likely", [inside + "affected: 0.31.0)", "cpu build", runner], [])
+    ]
+    assert _found(cat, Facts("vllm", None, runner="v1")) == [
+        ("possible", [runner], ["vllm version not known", "build not known"])
+    ]
+    for outside in (
+        Facts("vllm", "0.32.0", build="gpu", runner="v1"),
+        Facts("vllm", "0.32.0", build="cpu", runner="v2"),
+        Facts("vllm", "0.29.9", build="cpu", runner="v1"),
+        Facts("sglang", "0.5.11"),
+    ):
+        assert _found(cat, outside) == []
+
+
+@pytest.mark.parametrize(
+    ("version", "applies"), [("0.20.0", True), ("0.32.9", True), ("0.33.0", False), ("0.34", False)]
+)
+def test_the_fixed_release_and_after_are_not_affected(tmp_path: Path, version: str, applies: bool):
+    unaffected = '{introduced: unknown, fixed: unknown, confirmed_unaffected: ["0.33.0"]}'
+    for v in ('{introduced: unknown, fixed: "0.33.0"}', unaffected):
+        found = _found(_cat(tmp_path / "d.yaml", v), Facts("vllm", version))
+        assert [c for c, _e, _u in found] == (["likely"] if applies else [])
+
+
+def test_before_dflash_support_is_not_affected(tmp_path: Path):
+    cat = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}")
+    assert _found(cat, Facts("vllm", "0.19.1")) == []
+    assert _found(cat, Facts("vllm", "0.20.0"))[0][0] == "likely"
+
+
+def test_an_env_only_mitigation_and_likely_causes_text(tmp_path: Path):
+    cat = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}",
+               '    mitigation: {env: {FIX_IT: "1"}}\n')  # fmt: skip
+    [m] = match(Facts("vllm", "0.32.0", env={"FIX_IT": "1"}), cat)
+    assert m.mitigated == "FIX_IT=1"
+    assert likely_causes(Facts("vllm", "0.32.0", env={"FIX_IT": "1"}), "collapse", cat) == []
+    assert likely_causes(Facts("vllm", "0.32.0"), "collapse", cat) == [
+        ("known engine defect x: t. Fix: f", "c")
+    ]
+    assert likely_causes(Facts("vllm", None), "below_expected", cat) == [
+        ("known engine defect x: t (not checked: vllm version not known). Fix: f", "c")
+    ]
+    assert likely_causes(Facts("vllm", "0.32.0"), "decay", cat) == []  # not its effect
+    cpu = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}", build="cpu")
+    assert likely_causes(Facts("vllm", None), "collapse", cpu) == [
+        ("known engine defect x: t (not checked: vllm version not known; build not known). "
+         "Fix: f", "c")
+    ]  # fmt: skip
+    assert likely_causes(Facts("vllm", "0.32.0"), "no_such_alarm", cat) == []
+
+
+def test_a_match_as_json(tmp_path: Path):
+    cat = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}")
+    [m] = match(Facts("vllm", "0.32.0"), cat)
+    assert m.to_json() == {
+        "id": "x", "title": "t", "severity": "warning", "effect": "low_acceptance",
+        "certainty": "likely",
+        "evidence": [
+            "vllm 0.32.0 is inside the affected range (introduced unknown; fixed unknown)"
+        ],
+        "unchecked": [], "mitigated": None, "symptom": "s", "confirm": "c", "fix": "f",
+        "sources": ["s"],
+    }  # fmt: skip
+
+
 # ---- k_norm weights -------------------------------------------------------------------------
 
 
