@@ -281,6 +281,16 @@ PREDICATE_CASES = [
      True, "target_layer_ids [0, 2] only at the top level; V1 captures its default layers "
      "[1, 3, 4] of the 8-layer target; ValueError: DFlash drafter expects 256 concatenated aux "
      "hidden features but received 384 (on the first request; /health still answers 200)"),
+    ("top_level_target_layer_ids_only", None, {"drafter_config": {**_no_ids(3),
+     "target_layer_ids": [0, 2, 4]}, "num_target_layers": 8}, True, "target_layer_ids [0, 2, 4] "
+     "only at the top level; V1 captures its default layers [1, 3, 4] of the 8-layer target; "
+     "same count: silently the wrong layers"),
+    ("taps_differ_from_layers", None, {"drafter_config": NO_IDS}, False,
+     "no layer ids or no layer count: fc sized by the layer count anyway"),
+    ("taps_differ_from_layers", None, {"drafter_config": drafter_config()}, False,
+     "2 taps, 2 drafter layers"),
+    ("taps_differ_from_layers", None, {"drafter_config": drafter_config(layers=3,
+     layer_types=[F] * 3)}, True, "2 taps, 3 drafter layers"),
     ("top_level_target_layer_ids_only", None, {"drafter_config": NO_IDS}, False,
      "the V1 runner reads the layer ids from nowhere"),
     ("top_level_target_layer_ids_only", None, {"drafter_config": drafter_config()}, False,
