@@ -47,6 +47,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "dflashctl/defects/match.py": ("tests/test_defects.py",),
     "dflashctl/defects/predicates.py": ("tests/test_defects.py",),
     "dflashctl/metrics/startup.py": ("tests/test_metrics_formats.py",),
+    "dflashctl/commands/smoke/checks.py": ("tests/test_smoke_checks.py",),
 }
 # Rule modules outside the set so far (docs/testing.md gives their first scores): run one by
 # naming it, e.g. `bin/mutation dflashctl/metrics/alarms.py`.
@@ -69,7 +70,6 @@ LATER: dict[str, tuple[str, ...]] = {
     ),
     "dflashctl/drafter/rules/target.py": ("tests/test_verify_config.py",),
     "dflashctl/drafter/rules/weights.py": ("tests/test_verify_config.py",),
-    "dflashctl/commands/smoke/checks.py": ("tests/test_smoke_checks.py",),
 }
 TESTS = {**MODULES, **LATER}
 
