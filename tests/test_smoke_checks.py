@@ -246,6 +246,10 @@ U16 = "0123456789abcdef"
      (CJK[:161] + "0123456789" * 4, None),  # 40 of 201: under 20 %
      ("Q" + U16 * 4, (U16, 64)),  # four times: counts
      ("Q" + U16 * 3, None),  # three times: not a loop
+     (CJK[:100] + U16 * 3, None),  # nor with room for a fourth
+     ("The answer: " + "z" * 40, ("z", 40)),  # one character over and over
+     ("abcd" * 10 + "X", None),  # the last character breaks the loop
+     ("Q" + CJK[:45] * 5, (CJK[:45], 225)),
      ("Q" + CJK[:200] * 4, (CJK[:200], 800)),  # the longest unit looked for: 200
      ("Q" + CJK * 4, None),
      ("Q" * 10 + "ab" * 5000, ("ab", 6000))],  # only the last 6000 characters are examined
@@ -284,6 +288,10 @@ COHERENCE_ROWS = [
      "(32 of 32 characters, 8x); a tiny alphabet: 4 distinct characters ('abcd')", GARBAGE)),
     (ans("", reasoning=PROSE), False, row("coherence", "ok",
      "no repetition loop, replacement or control characters")),
+    (ans("Q" + CJK[:45] * 5), True, row("coherence", "warning", f"degenerate: {CJK[:40]!r} "
+     "repeated to the end (225 of 226 characters, 5x) (allowed: --allow-repetition)",
+     "expected of a tiny test model; a production model that loops at temperature 0 has a "
+     "broken target")),  # a unit over 40 characters is shown by its first 40
 ]  # fmt: skip
 
 
@@ -294,8 +302,17 @@ def test_coherence_rows(c: Completion, allow: bool, want: Row) -> None:
 
 def test_answer_checks_stop_at_a_failed_exchange() -> None:
     assert ck.answer_checks(ans(error="boom"), 16) == [row("http", "fail", "boom")]
-    names = [r.name for r in ck.answer_checks(ans(), 16)]
-    assert names == ["http", "content", "finish_reason", "completion_tokens", "coherence"]
+    loop = ans("def f():\n  return " + "sg_" * 60, finish="length", tokens=16, pieces=16)
+    rows = ck.answer_checks(loop, 16)
+    assert rows == [
+        ck.http_check(loop), ck.content_check(loop), ck.finish_check(loop, 16),
+        ck.tokens_check(loop, 16), ck.coherence_check(loop),
+    ]  # fmt: skip
+    assert [(r.name, r.status) for r in rows] == [
+        ("http", "ok"), ("content", "ok"), ("finish_reason", "ok"), ("completion_tokens", "ok"),
+        ("coherence", "fail"),
+    ]  # fmt: skip
+    assert ck.answer_checks(loop, 16, allow_repetition=True)[-1].status == "warning"
 
 
 def timed(pid: str = "p", tokens: int | None = None, secs: float | None = None, **kw) -> Completion:
@@ -311,6 +328,8 @@ def test_decode_speed_and_ttft() -> None:
     assert ck.decode_speed([timed(tokens=0, secs=2.0)]) is None
     assert ck.decode_speed([timed(tokens=4, secs=0.0)]) is None
     assert ck.decode_speed([]) is None
+    assert ck.decode_speed([timed(tokens=1, secs=0.5)]) == 2.0
+    assert ck.decode_speed([timed(tokens=5, secs=-1.0)]) is None  # a clock that went back
     ttfts = [ans(ttft_s=0.1), ans(ttft_s=0.3), ans(ttft_s=0.2), ans(), ans(ttft_s=9.0, error="x")]
     assert ck.median_ttft(ttfts) == 0.2
     assert ck.median_ttft([]) is None
@@ -368,6 +387,14 @@ def test_baseline_rows() -> None:
     assert ck.baseline_checks(base, [timed("a", text="hello")], 9.0, "u")[0] == no_speed
     assert ck.baseline_checks([timed("a", error="x")], base, 20.0, "http://b")[1] == Row(
         "lossless", "skip", "no answer to compare"
+    )
+    # prompts the baseline has and we lack are passed over; every difference is listed
+    long_a, long_b = "same start " + "x" * 30, "same start " + "y" * 30
+    ours = [timed("a", text=long_a), timed("b", text="one")]
+    base = [timed("z", text="?"), timed("a", text=long_b), timed("b", text="two")]
+    assert ck.baseline_checks(ours, base, None, "u")[1].found == (
+        "greedy output differs from the baseline: a differs at character 11 "
+        f"({'x' * 20!r} vs {'y' * 20!r}); b differs at character 0 ('one' vs 'two')"
     )
     short = ck.baseline_checks([timed("a", text="hel")], [timed("a", 10, 1.0, text="hello")],
                                10.0, "u")  # fmt: skip
