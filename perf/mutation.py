@@ -59,6 +59,9 @@ LATER: dict[str, tuple[str, ...]] = {
     "dflashctl/metrics/log_parse.py": (
         "tests/test_metrics_parse.py",
         "tests/test_metrics_patterns.py",
+        "tests/test_metrics_formats.py",
+        "tests/test_metrics_scanner.py",
+        "tests/test_metrics_corpus.py",
     ),
     "dflashctl/metrics/prom.py": ("tests/test_metrics_prom.py", "tests/test_metrics_formats.py"),
     # not tests/test_hints_parse.py: it reads the hints from the source, mutants included
