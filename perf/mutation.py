@@ -11,7 +11,7 @@ a worktree is never touched: mutmut writes its mutated copy to mutants/ inside t
 and the tests import from there. mutmut picks a mutant's tests by the functions each test
 reached in-process, so a test that only runs `dflashctl` as a subprocess kills nothing here.
 
-    bin/mutation                                  the module set below (~4 min on 2 cores)
+    bin/mutation                                  the module set below (~5 min on 2 cores)
     bin/mutation dflashctl/hosts/spec.py          one module (any listed path)
     bin/mutation --jobs 1 --json out.json         one worker; the result as JSON too
 
