@@ -80,8 +80,9 @@ def main() -> None:
     for extra in args.drafter.iterdir():
         if extra.name not in ("config.json", "model.safetensors") and extra.is_file():
             shutil.copyfile(extra, args.out / extra.name)
-    print(json.dumps({"draft_vocab_size": args.size, "answer_tokens": total,
-                      "answer_tokens_covered": round(covered, 5), "out": str(args.out)}))  # fmt: skip
+    summary = {"draft_vocab_size": args.size, "answer_tokens": total,
+               "answer_tokens_covered": round(covered, 5), "out": str(args.out)}  # fmt: skip
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
