@@ -29,6 +29,11 @@ VARIABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("doctor", "diagnose"),
     ),
     (
+        "DFLASHCTL_LLAMA_SERVER",
+        "the llama-server to ask for its build (as --llama-server)",
+        ("doctor",),
+    ),
+    (
         "DFLASHCTL_ENGINE_STATIC=1|0",
         "the bundled engine's device-resident step on or off (default: on for CUDA)",
         ("serve", "demo", "diagnose", "bench", "tune"),
