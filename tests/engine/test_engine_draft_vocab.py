@@ -11,20 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from support.tiny_checkpoints import VOCAB, write_drafter, write_target
+from support.tiny_checkpoints import VOCAB
 
 from dflashctl.engine.generate import Engine
 from dflashctl.errors import EngineError
 
 pytest.importorskip("transformers")
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("vocab-pair")
-    write_target(root / "target", seed=5)
-    write_drafter(root / "drafter", seed=6)
-    return root / "target", root / "drafter"
 
 
 def reduced(drafter: Path, target: Path, ids: list[int], out: Path, **bad: object) -> Path:

@@ -24,7 +24,6 @@ from support.tiny_checkpoints import (
     VOCAB,
     write_accepting_pair,
     write_drafter,
-    write_target,
 )
 
 from dflashctl.engine.generate import Engine
@@ -57,14 +56,6 @@ class OracleEngine(Engine):
             else:
                 logits[i, t] = 30.0
         return logits
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("pair")
-    write_target(root / "target", seed=5)
-    write_drafter(root / "drafter", seed=6)
-    return root / "target", root / "drafter"
 
 
 @pytest.fixture(scope="module")

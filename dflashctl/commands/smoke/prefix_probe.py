@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dflashctl.metrics.causes import PREFIX_DROP
 from dflashctl.metrics.spec_probe import SPECULATING, PromProbe, SpecResult
-from dflashctl.report import Row
+from dflashctl.report import FAIL, OK, SKIP, Row
 from dflashctl.server.client import stream_chat
 
 if TYPE_CHECKING:
@@ -113,8 +113,10 @@ def run_prefix_probe(
             probe.refused = c.status_code == 400
             return probe
         answers.append(c.content)
-        result = counters.finish(c.completion_tokens)
-        setattr(probe, which, result)
+        if which == "cold":
+            probe.cold = counters.finish(c.completion_tokens)
+        else:
+            probe.cached = counters.finish(c.completion_tokens)
     probe.same_text = answers[0] == answers[1]
     return probe
 
@@ -123,16 +125,16 @@ def prefix_check(p: PrefixProbe) -> Row:
     """The verdict row: fail when the cached request accepts ≤ PREFIX_DROP × the cold one."""
     name = "prefix cache"
     if p.error and p.refused:
-        return Row(name, "skip", f"the probe's prompt was refused ({p.error})",
+        return Row(name, SKIP, f"the probe's prompt was refused ({p.error})",
                    hint="the server's context may be too short for the probe")  # fmt: skip
     if p.error:
-        return Row(name, "fail", p.error)
+        return Row(name, FAIL, p.error)
     for r in (p.cold, p.cached):
         if r is None or r.state != SPECULATING or r.window is None:
             why = r.message or r.state if r is not None else "no reading"
             return Row(
                 name,
-                "skip",
+                SKIP,
                 f"no acceptance per request from the counters ({why})",
                 hint="the probe needs the engine's /metrics spec-decode counters",
             )
@@ -141,28 +143,28 @@ def prefix_check(p: PrefixProbe) -> Row:
     if hit is None:
         return Row(
             name,
-            "skip",
+            SKIP,
             f"{figures}; the server reports no prefix-cache counters, so "
             "whether the prefix was cached is unknown",
         )
     if hit < MIN_HIT_RATE:
         return Row(
             name,
-            "skip",
+            SKIP,
             f"{figures}; only {hit:.0%} of the second prompt came from the "
             "prefix cache: prefix caching is off or evicted, nothing to compare",
         )
     if min(p.drafts("cold") or 0, p.drafts("cached") or 0) < MIN_DRAFTS:
         return Row(
             name,
-            "skip",
+            SKIP,
             f"{figures}: too few drafts to compare (under {MIN_DRAFTS})",
             hint="raise --max-tokens",
         )
     if cached is not None and cold is not None and cached <= PREFIX_DROP * cold:
         return Row(
             name,
-            "fail",
+            FAIL,
             f"τ fell from {cold:.2f} to {cached:.2f} when the same prompt's prefix was cached "
             f"({hit:.0%} hit): the drafter reads a stale context for cached tokens",
             hint="relaunch with --no-enable-prefix-caching (vllm#47930; the fix is vllm PR "
@@ -171,7 +173,7 @@ def prefix_check(p: PrefixProbe) -> Row:
     same = "" if p.same_text else "; the two answers differ (verify kernels are not bit-exact)"
     return Row(
         name,
-        "ok",
+        OK,
         f"{figures} ({hit:.0%} from the prefix cache): the cache leaves the "
         f"drafter's context intact{same}",
     )

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     import httpx
 
 Progress = Callable[[str], None]
-SKIP_STATUS = "skip"
 
 
 @dataclass
@@ -382,7 +381,7 @@ def _prefix_probe(
     sleep: Callable[[float], None],
 ) -> Row:
     if from_log:
-        return Row("prefix cache", SKIP_STATUS, "the probe reads acceptance per request from "
+        return Row("prefix cache", ck.SKIP, "the probe reads acceptance per request from "
                    "the engine's /metrics counters, not from a log",
                    hint="run it without --log (or with --metrics-url)")  # fmt: skip
     murl = opts.metrics_url or f"{url}/metrics"
