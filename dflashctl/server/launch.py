@@ -383,7 +383,8 @@ def _launch(
         notes=list(plan_.notes),
     )
     if opts.verify and plan_.spec.spec == "dflash" and plan_.spec.drafter:
-        emit("step", f"checking the drafter config on {host.label} (verify-config)")
+        if plan_.spec.engine != LLAMA_CPP:
+            emit("step", f"checking the drafter config on {host.label} (verify-config)")
         ok, lines, note = _verify_drafter(plan_, host)
         if note:
             result.notes.append(note)
