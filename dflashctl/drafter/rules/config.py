@@ -25,13 +25,22 @@ from dflashctl.drafter.rules.base import DFLASH2_REQUIRED, Ctx, ids_pattern, mas
 
 def check_structure(c: Ctx) -> None:
     cfg, entry = c.cfg, c.entry
+    if entry is not None and entry.not_published:
+        c.add(
+            "registry: not published",
+            "ok",
+            sorted(entry.not_published),
+            None,
+            f"{entry.name}'s sources give no value for these: nothing here is checked against "
+            "the registry for them, only the rules that need no published value",
+        )
     archs = cfg.get("architectures")
     if not (isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs)):
         c.add(
             "architectures",
             "missing" if archs is None else "invalid",
             archs,
-            list(entry.architectures) if entry else ["DFlashDraftModel"],
+            list(entry.architectures) if entry and entry.architectures else ["DFlashDraftModel"],
             "vLLM picks the drafter class from architectures (DFlashDraftModel → "
             "qwen3_dflash, DFlash2DraftModel → qwen3_dflash2)",
         )
@@ -626,6 +635,15 @@ def check_misc(c: Ctx) -> None:
             "no fc: the drafter ignores the target's hidden states",
         )
     draft_vocab = cfg.get("draft_vocab_size")
+    c.canon(
+        "draft_vocab_size",
+        draft_vocab,
+        "draft_vocab_size",
+        hint_bad="another draft vocabulary than the published drafter's: its lm_head and d2t "
+        "in the weights decide which",
+        hint_missing="the published drafter has its own, reduced draft vocabulary; a config "
+        "without draft_vocab_size does not say so",
+    )
     if draft_vocab is not None and draft_vocab != cfg.get("vocab_size") and c.header is None:
         # with the safetensors header, weights.check_vocab_ownership checks the shapes
         c.add(
