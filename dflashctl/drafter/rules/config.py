@@ -17,6 +17,7 @@ from dflashctl.drafter.config import (
     build_target_layer_ids,
     dflash_section,
     is_int,
+    partial_rotary_factor,
     rope_theta,
     transformers_view,
 )
@@ -588,8 +589,45 @@ def check_block(c: Ctx) -> None:
         c.add("num_speculative_tokens", "ok", k, block - 1, flag)
 
 
+def check_partial_rotary(c: Ctx) -> None:
+    """A declared partial RoPE: vLLM's DFlash layer passes the drafter config's rope_parameters
+    to get_rope (models/qwen3_dflash.py), so it rotates head_dim × factor of each q/k head. A
+    trainer that copied the target's factor into the config but rotated the whole head
+    (speculators before #733, DeepSpec's DSpark, deepseek-ai/DeepSpec#71) leaves weights that
+    collapse under it (vllm-project/speculators#613). The weights cannot tell which rotation
+    they learned, so this is a warning to confirm, never an error."""
+    factor, key = partial_rotary_factor(c.cfg)
+    if factor is None or key is None:
+        return
+    if not 0 < factor <= 1:
+        c.add(key, "invalid", factor, "a fraction in (0, 1]", "the share of each head RoPE rotates")
+        return
+    if factor == 1:
+        return
+    head = c.cfg.get("head_dim")
+    dims = f" ({int(head * factor)} of {head} dims)" if is_int(head) and head > 0 else ""
+    target = partial_rotary_factor(c.target)[0] if c.target is not None else None
+    copied = (
+        f"; the target declares {target:g} too: the pattern of a copied value"
+        if (target == factor)
+        else ""
+    )
+    c.add(
+        f"rope: {key}",
+        "warning",
+        factor,
+        None,
+        f"vLLM rotates only head_dim × {factor:g} of each drafter q/k head{dims}, as this config "
+        "says; right only if the drafter was trained that way. Trainers that copied the target's "
+        "factor but rotated the whole head (speculators before PR #733, DeepSpec's DSpark, "
+        "deepseek-ai/DeepSpec#71) give a silent collapse (vllm-project/speculators#613: mean "
+        "acceptance ~1.2); if yours did, set it to 1.0 (DeepSpec#72: 1.4 → 2.59)" + copied,
+    )
+
+
 def check_misc(c: Ctx) -> None:
     cfg, r, entry = c.cfg, c.r, c.entry
+    check_partial_rotary(c)
     if entry is not None and entry.rope_theta is not None:
         theta = rope_theta(cfg)
         c.canon(
