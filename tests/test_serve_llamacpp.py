@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.cli import run_json
+from support.cli import run_json, run_main
 from support.llama_server import fake_llama_server
 from support.sshd import Sshd, sshd_server
 from support.startup import free_port
@@ -190,3 +190,30 @@ def test_launch_over_ssh_and_the_refusal_there(monkeypatch, capsys, tmp_path, ss
     assert code == 0, err
     assert data["host"] == "testhost" and data["ok"]
     assert data["log"].startswith(str(tmp_path / "remote-home"))
+
+
+# ---- in a playbook -----------------------------------------------------------------------------
+
+
+def test_a_playbook_serves_llama_cpp_and_run_leaves_verify_config_to_the_gguf(
+    monkeypatch, capsys, tmp_path
+):
+    target, drafter = gguf_pair(tmp_path)
+    book = tmp_path / "llama.yaml"
+    book.write_text(
+        "name: llama\n"
+        "serve:\n"
+        "  engine: llama.cpp\n"
+        f"  model: {target}\n"
+        f"  drafter: {drafter}\n"
+        "  executable: /opt/llama.cpp/bin/llama-server\n"
+        "  extra_args: [--spec-draft-p-min, '0.75', -ngl, '99']\n"
+    )
+    code, data, err = run_json(monkeypatch, capsys, "serve", str(book), "--dry-run")
+    assert code == 0, err
+    plan = data  # one host: the plan itself
+    assert plan["cmd"][:3] == ["/opt/llama.cpp/bin/llama-server", "-m", str(target)]
+    assert plan["cmd"][-4:] == ["--spec-draft-p-min", "0.75", "-ngl", "99"]
+    code, out, err = run_main(monkeypatch, capsys, "run", str(book), "--dry-run")
+    assert code == 0, err
+    assert "verify-config" not in out and "/opt/llama.cpp/bin/llama-server -m" in out
