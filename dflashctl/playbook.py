@@ -9,7 +9,7 @@ A playbook names what to serve and where:
       - host: alice@10.0.0.7:2222
         port: 8001              # any serve key may be overridden per host
     serve:
-      engine: vllm              # local | vllm | sglang
+      engine: vllm              # local | vllm | sglang | llama.cpp
       model: Qwen/Qwen3-8B
       drafter: /models/Qwen3-8B-DFlash-b16
       tensor_parallel_size: 2
@@ -47,7 +47,7 @@ REF_RE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 # kind: str | int | posint | port | number | list | mapping | env | enum:a|b
 SERVE_KEYS: dict[str, str] = {
-    "engine": "enum:local|vllm|sglang",
+    "engine": "enum:local|vllm|sglang|llama.cpp",
     "model": "str",
     "drafter": "str",
     "port": "port",

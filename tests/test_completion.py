@@ -65,6 +65,6 @@ def test_playbooks_and_files(monkeypatch, tmp_path: Path):
 
 
 def test_engines():
-    assert complete("serve", "engine", "") == ["local", "vllm", "sglang"]
+    assert complete("serve", "engine", "") == ["local", "vllm", "sglang", "llama.cpp"]
     assert complete("doctor", "engine", "s") == ["sglang"]
     assert complete("verify-config", "engine", "v") == ["vllm"]

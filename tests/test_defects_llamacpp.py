@@ -1,9 +1,9 @@
 """llama.cpp in the known-defects matrix (issue 28): builds as versions (`b9235`), its launch
 flags (`-sm`, `--spec-type`, `--spec-draft-p-min`), and doctor reading the build from a real
 `llama-server --version` run, here and over SSH. The one stand-in is llama-server itself (no
-llama.cpp build fits this machine's test budget): a named fake script that prints the real
-`--version` format (common/arg.cpp: `version: %d (%s)` then `built with %s for %s`, on stderr,
-after a backend line as GPU builds print) and otherwise sits as a running server would."""
+llama.cpp build fits this machine's test budget): the named fake in tests/support/llama_server.py,
+which prints the real `--version` format and otherwise serves /health and /v1/models as a
+running server would."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 from support.cli import run_main
+from support.llama_server import VERSION_OUT, fake_llama_server
 from support.sshd import Sshd, sshd_server
 
 from dflashctl.commands.doctor.facts import parse_llama_version
@@ -110,27 +111,6 @@ def test_launch_flags_read_from_a_llama_server_command_line():
 
 
 # ---- doctor: a fake llama-server install -------------------------------------------------------
-
-VERSION_OUT = (
-    "load_backend: loaded CPU backend from /opt/llama.cpp/libggml-cpu-haswell.so\n"
-    "version: {build} (7f3a9c21)\n"
-    "built with cc (Debian 14.2.0-19) 14.2.0 for x86_64-linux-gnu\n"
-)
-
-
-def fake_llama_server(where: Path, build: int, version_text: str | None = None) -> Path:
-    """An executable named llama-server: `--version` prints the real format on stderr and
-    exits 0; anything else sits like a server until it is stopped."""
-    where.mkdir(parents=True, exist_ok=True)
-    (where / "version.txt").write_text(version_text or VERSION_OUT.format(build=build))
-    exe = where / "llama-server"
-    exe.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = "--version" ]; then cat "{where}/version.txt" >&2; exit 0; fi\n'
-        "sleep 120\n"
-    )
-    exe.chmod(0o755)
-    return exe
 
 
 @pytest.fixture(autouse=True)

@@ -30,8 +30,9 @@ VARIABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     (
         "DFLASHCTL_LLAMA_SERVER",
-        "the llama-server to ask for its build (as --llama-server)",
-        ("doctor",),
+        "llama.cpp's llama-server: the one serve --engine llama.cpp launches (its path on the "
+        "serving host) and doctor asks for its build (as --llama-server)",
+        ("doctor", "serve", "run"),
     ),
     (
         "DFLASHCTL_ENGINE_STATIC=1|0",

@@ -10,7 +10,7 @@ import typer
 
 # ---- completion of values (called only by the shell's completion, never by --help) ----------
 
-ENGINES = ("local", "vllm", "sglang")
+ENGINES = ("local", "vllm", "sglang", "llama.cpp")
 
 
 def complete_engine(incomplete: str) -> list[str]:

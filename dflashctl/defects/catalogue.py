@@ -150,6 +150,9 @@ class Defect:
     fix: str
     sources: tuple[str, ...]
     mitigation: Mitigation | None = None
+    # serve refuses a `likely` match too (not only a `confirmed` one): the launch flags and the
+    # build decide it, and no release needs measuring (llama.cpp: -sm tensor, the p-min default)
+    serve_refuses_likely: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -329,9 +332,12 @@ def _parse_defect(path: Path, index: int, data: Any) -> Defect:
             "fix",
             "sources",
         },
-        {"mitigation"},
+        {"mitigation", "serve_refuses_likely"},
     )
     defect_id = r.text("id")
+    refuses = r.data.get("serve_refuses_likely", False)
+    if not isinstance(refuses, bool):
+        raise r.fail("serve_refuses_likely", "must be true or false")
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", defect_id):
         raise r.fail("id", f"{defect_id!r}: use lowercase letters, digits and dashes")
     conditions = r.data["conditions"]
@@ -372,6 +378,7 @@ def _parse_defect(path: Path, index: int, data: Any) -> Defect:
         fix=r.text("fix"),
         sources=tuple(sources),
         mitigation=mitigation,
+        serve_refuses_likely=refuses,
     )
 
 

@@ -65,6 +65,12 @@ def catalogue_markdown(cat: Catalogue) -> str:
             )
             parts += [f"`{k}={v}`" for k, v in d.mitigation.env]
             lines += [f"**Mitigation doctor recognises.** {' and '.join(parts)}.", ""]
+        if d.serve_refuses_likely:
+            lines += [
+                "**serve.** `dflashctl serve` refuses this launch (exit 1, nothing started) when "
+                "it matches as `likely` on the build it reads, unless `--force`.",
+                "",
+            ]
         lines += ["**Sources.** " + "; ".join(d.sources), ""]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -36,6 +36,15 @@ V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 # `llama-server --version` prints `version: 9235 (<commit>)`), so a build number is its version.
 LLAMA_CPP = "llama.cpp"
 _BUILD_RE = re.compile(r"b?(\d+)")
+# common/arg.cpp, `--version`: `version: %d (%s)` (build number, commit) then `built with …`,
+# on stderr; GPU builds print backend lines first.
+LLAMA_VERSION_RE = re.compile(r"^version:\s*(\d+)\s*\(([^)]*)\)", re.MULTILINE)
+
+
+def parse_llama_version(text: str) -> tuple[str, str] | None:
+    """(build "b9235", commit) from `llama-server --version` output, None if absent."""
+    m = LLAMA_VERSION_RE.search(text)
+    return (f"b{m.group(1)}", m.group(2).strip()) if m else None
 
 
 def parse_version(text: str, what: str = "version", engine: str | None = None) -> Version:

@@ -389,6 +389,19 @@ def rope_theta(cfg: dict[str, Any]) -> float | None:
     return float(theta) if is_finite_number(theta) else None
 
 
+def partial_rotary_factor(cfg: dict[str, Any]) -> tuple[float | None, str | None]:
+    """The RoPE fraction a config declares and where: `rope_parameters.partial_rotary_factor`
+    (transformers 5), `rope_scaling.…` or the top-level key; (None, None) when none is."""
+    for section in ("rope_parameters", "rope_scaling"):
+        params = cfg.get(section)
+        if isinstance(params, dict) and is_finite_number(params.get("partial_rotary_factor")):
+            return float(params["partial_rotary_factor"]), f"{section}.partial_rotary_factor"
+    value = cfg.get("partial_rotary_factor")
+    if is_finite_number(value):
+        return float(value), "partial_rotary_factor"
+    return None, None
+
+
 def mask_token_raw(cfg: dict[str, Any]) -> tuple[Any, str | None]:
     """The mask token vLLM takes, as written (any type), and its key; (None, None) if none.
 

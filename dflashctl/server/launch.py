@@ -40,7 +40,13 @@ from dflashctl.errors import DflashError, EngineError, PortInUseError
 from dflashctl.hosts.host import Host, quote_argv
 from dflashctl.server import deployments as state
 from dflashctl.server import logscan
-from dflashctl.server.engines import LOCAL_ENGINE_INSTALL, LOCAL_ENGINE_MODULES, EngineSpec
+from dflashctl.server.engines import (
+    LLAMA_CPP,
+    LLAMA_SERVER_ENV,
+    LOCAL_ENGINE_INSTALL,
+    LOCAL_ENGINE_MODULES,
+    EngineSpec,
+)
 from dflashctl.server.plan import Plan
 
 MAX_LINES = 20000
@@ -104,6 +110,9 @@ def _verify_drafter(plan_: Plan, host: Host) -> tuple[bool, list[str], str | Non
     spec = plan_.spec
     if spec.spec != "dflash" or not spec.drafter:
         return True, [], None
+    if spec.engine == LLAMA_CPP:  # a GGUF file; verify-config's engine rules are vLLM's/SGLang's
+        note = "a llama.cpp drafter is not verified before launch: "
+        return True, [], note + f"`dflashctl verify-config {spec.drafter}` reads its GGUF header"
     if not host.is_dir(spec.drafter):
         return True, [], f"drafter {spec.drafter} is not a directory on {host.label}: not verified"
     target = spec.model if host.is_dir(spec.model) else None
@@ -157,7 +166,19 @@ _MISSING_MODULES = (
 def _check_engine_modules(plan_: Plan, host: Host) -> None:
     """The bundled engine's imports (fastapi, uvicorn, torch, ...) are there in the interpreter
     that will run it: without them the process dies after the launch, as a bare
-    ModuleNotFoundError in its log. Nothing is imported, only looked up."""
+    ModuleNotFoundError in its log. Nothing is imported, only looked up. For llama.cpp: that
+    llama-server is an executable there."""
+    if plan_.spec.engine == LLAMA_CPP:
+        exe = plan_.spec.llama_server()
+        found = host.is_executable(exe) if "/" in exe else host.which(exe) is not None
+        if not found:
+            where = "" if host.is_local else f" on {host.label}"
+            raise EngineError(
+                f"no llama-server {exe!r}{where}",
+                "build llama.cpp's server (cmake --build build --target llama-server) and put "
+                f"it on PATH, or name it with {LLAMA_SERVER_ENV}=PATH",
+            )
+        return
     if plan_.spec.engine != "local":
         return
     python = plan_.spec.python or host.python
@@ -362,7 +383,8 @@ def _launch(
         notes=list(plan_.notes),
     )
     if opts.verify and plan_.spec.spec == "dflash" and plan_.spec.drafter:
-        emit("step", f"checking the drafter config on {host.label} (verify-config)")
+        if plan_.spec.engine != LLAMA_CPP:
+            emit("step", f"checking the drafter config on {host.label} (verify-config)")
         ok, lines, note = _verify_drafter(plan_, host)
         if note:
             result.notes.append(note)
@@ -378,7 +400,9 @@ def _launch(
         if not ok:
             result.notes.append(f"verify-config found {len(lines)} problem(s): launched (--force)")
 
-    confirmed = [m for m in plan_.defects if m.certainty == "confirmed"]
+    from dflashctl.server.known_defects import refused
+
+    confirmed = [m for m in plan_.defects if refused(m)]
     if confirmed and not opts.force:
         version = f"{plan_.spec.engine} {plan_.engine_version}"
         result.reason = (
@@ -392,7 +416,7 @@ def _launch(
         )
         return result
     if confirmed:
-        result.notes.append(f"{len(confirmed)} known defect(s) confirmed: launched (--force)")
+        result.notes.append(f"{len(confirmed)} known defect(s) refused: launched (--force)")
 
     previous = state.load(plan_.name)
     if previous is not None:

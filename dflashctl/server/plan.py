@@ -21,6 +21,8 @@ from dflashctl.server import deployments as state
 from dflashctl.server.engines import (
     DEFAULT_PORT,
     ENGINES,
+    LLAMA_CPP,
+    LLAMA_SERVER_ENV,
     EngineSpec,
     adopt_flags,
     engine_env,
@@ -353,6 +355,9 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
     python = _expand(host, opts.python) or (
         host.python if opts.engine == "local" or not host.is_local else "python3"
     )
+    executable = _expand(host, opts.executable)
+    if opts.engine == LLAMA_CPP and executable is None:
+        executable = os.environ.get(LLAMA_SERVER_ENV) or None
     spec = EngineSpec(
         engine=opts.engine,
         model=model,
@@ -364,12 +369,12 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
         tensor_parallel_size=opts.tensor_parallel_size,
         served_model_name=opts.served_model_name,
         python=python,
-        executable=_expand(host, opts.executable),
+        executable=executable,
         extra_args=extra_args,
         speculative_extra=user_sc,
     )
     argv = render(spec)
-    if spec.engine == "local" and spec.spec == "dflash" and k is None:
+    if spec.engine in ("local", LLAMA_CPP) and spec.spec == "dflash" and k is None:
         notes.append("num_speculative_tokens: the engine takes block size - 1 from the drafter")
     name = state.check_name(opts.name or state.default_name(opts.host, port))
     url_host, _ = client_address(opts, host)
@@ -417,12 +422,23 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
         notes=notes,
         options=opts,
     )
-    if not isinstance(host, OfflineHost) and spec.engine != "local":
-        from dflashctl.server.known_defects import describe, plan_defects
+    if spec.engine != "local":
+        from dflashctl.server.known_defects import describe, launch_defects, plan_defects
 
-        drafter_cfg = read_drafter_config(host, spec.drafter) if spec.drafter else None
-        p.engine_version, p.defects = plan_defects(p, host, drafter_cfg)
-        p.notes += [describe(m) for m in p.defects]
+        drafter_cfg = None
+        if not isinstance(host, OfflineHost):
+            drafter_cfg = read_drafter_config(host, spec.drafter) if spec.drafter else None
+            p.engine_version, p.defects = plan_defects(p, host, drafter_cfg)
+            p.notes += [describe(m) for m in p.defects]
+        if p.engine_version is None:  # the build was not read: what the flags alone decide
+            why = "not read in a dry run" if isinstance(host, OfflineHost) else "not read"
+            for m in launch_defects(p, drafter_cfg):
+                fix = " ".join(m.defect.fix.split())
+                p.notes.append(
+                    f"known defect {m.defect.id}: {m.defect.title}; serve refuses it on an "
+                    f"affected build ({m.defect.versions.describe()}; the build {why}). "
+                    f"Fix: {fix}"
+                )
     return p
 
 

@@ -18,16 +18,16 @@ from dflashctl.commands.doctor.report import (
     GIB,
     GPU_QUERY,
     LAUNCHER,
-    LLAMA_SERVER,
-    LLAMA_SERVER_ENV,
     PYTHON_ENV,
     DoctorOptions,
     Gpu,
     GpuFacts,
 )
+from dflashctl.defects.predicates import parse_llama_version
 from dflashctl.errors import DflashError, InputError, UsageError
 from dflashctl.hosts import FACTS_SCRIPT
 from dflashctl.hosts.host import Host
+from dflashctl.server.engines import LLAMA_SERVER, LLAMA_SERVER_ENV
 
 
 def _na(value: str) -> str | None:
@@ -204,17 +204,6 @@ class LlamaServer:
     build: str | None = None  # "b9235"; None when --version said nothing readable
     commit: str | None = None
     error: str | None = None  # what went wrong running it
-
-
-# common/arg.cpp, `--version`: `version: %d (%s)` (build number, commit) then `built with …`,
-# on stderr; GPU builds print backend lines first.
-LLAMA_VERSION_RE = re.compile(r"^version:\s*(\d+)\s*\(([^)]*)\)", re.MULTILINE)
-
-
-def parse_llama_version(text: str) -> tuple[str, str] | None:
-    """(build "b9235", commit) from `llama-server --version` output, None if absent."""
-    m = LLAMA_VERSION_RE.search(text)
-    return (f"b{m.group(1)}", m.group(2).strip()) if m else None
 
 
 def find_llama_server(host: Host, given: str | None, env: dict[str, str]) -> LlamaServer:

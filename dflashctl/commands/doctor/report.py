@@ -35,11 +35,6 @@ PYTHON_ENV = {"vllm": "DFLASHCTL_VLLM_PYTHON", "sglang": "DFLASHCTL_SGLANG_PYTHO
 LAUNCHER = {"vllm": "vllm", "sglang": "sglang"}
 
 
-# llama.cpp is no Python package: its server binary tells its build (`llama-server --version`).
-LLAMA_SERVER = "llama-server"
-LLAMA_SERVER_ENV = "DFLASHCTL_LLAMA_SERVER"
-
-
 GPU_QUERY = "index,name,compute_cap,driver_version,memory.total,memory.used,memory.free"
 
 

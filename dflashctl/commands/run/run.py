@@ -8,6 +8,7 @@ the `StepEvent`s and the `RunReport`.
 Playbook sections `run` adds (next to `serve`, see playbook.py):
     fetch:   {drafter: NAME|org/repo, revision: SHA, dir: PATH}   download before serving
     verify:  {registry: NAME, engine: vllm|sglang|local}          what verify-config checks
+             (a llama.cpp serve skips it unless verify.engine is given)
     smoke:   {max_tokens: N, min_tokens_per_s: X, timeout: S, prompts: [...],
               repetition: fail|warn}                               warn: loops are a warning
     metrics: {min_acceptance_length: X}
@@ -207,7 +208,8 @@ def dry_run_steps(hp: HostPlan, p: Any) -> list[str]:
             + (["--dir", str(f["dir"])] if f.get("dir") else [])
             + where
         )
-    if p.spec.spec == "dflash" and p.spec.drafter:
+    llama_unverified = p.spec.engine == "llama.cpp" and not hp.verify.get("engine")
+    if p.spec.spec == "dflash" and p.spec.drafter and not llama_unverified:
         registry = hp.verify.get("registry")
         steps.append(
             ["dflashctl", "verify-config", str(p.spec.drafter)]
@@ -303,6 +305,12 @@ def _verify(hp: HostPlan, p: Any) -> StepResult:
     if spec.spec != "dflash" or not spec.drafter:
         return StepResult("verify-config", "skip", "no drafter (--spec none)")
     engine = hp.verify.get("engine") or spec.engine
+    if engine == "llama.cpp":  # verify-config's engine rules are vLLM's, SGLang's, the bundled's
+        return StepResult(
+            "verify-config",
+            "skip",
+            f"a llama.cpp drafter: `dflashctl verify-config {spec.drafter}` reads its GGUF header",
+        )
     target = Path(spec.model) if spec.model and "/" in spec.model else None
     if target is not None and p.host is None and not target.exists():
         target = None  # a Hub id, not a directory

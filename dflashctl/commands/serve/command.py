@@ -29,6 +29,8 @@ EPILOG = (
     "  dflashctl serve Qwen/Qwen3-8B --engine vllm --drafter /models/d --host gpu1 "
     "--bind 0.0.0.0 --dry-run\n\n"
     "  dflashctl serve playbooks/vllm-2xa100-tp2.yaml -- --max-model-len 8192\n\n"
+    "  dflashctl serve --engine llama.cpp --model target.gguf --drafter dflash.gguf --dry-run "
+    "-- --spec-draft-p-min 0.75\n\n"
     "  dflashctl serve Qwen/Qwen3-8B --engine vllm --speculative-config "
     '\'{"method":"dflash","model":"z-lab/Qwen3-8B-DFlash-b16"}\' --max-model-len 8192'
 )
@@ -48,7 +50,8 @@ def serve(
         str | None,
         typer.Option(
             "--engine",
-            help="local (the bundled engine), vllm or sglang.",
+            help="local (the bundled engine), vllm, sglang or llama.cpp (llama-server with a "
+            "GGUF drafter; $DFLASHCTL_LLAMA_SERVER names the binary).",
             autocompletion=complete_engine,
         ),
     ] = None,
@@ -63,7 +66,8 @@ def serve(
         ),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Port (default 8000; SGLang 30000).")
+        int | None,
+        typer.Option("--port", help="Port (default 8000; SGLang 30000, llama.cpp 8080)."),
     ] = None,
     bind: Annotated[
         str | None,
@@ -119,14 +123,19 @@ def serve(
         ),
     ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Launch even if verify-config finds a problem.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Launch even if verify-config finds a problem or a known engine defect applies.",
+        ),
     ] = False,
     ready_timeout: Annotated[
         float | None, typer.Option("--ready-timeout", help="Seconds to wait for ready (600).")
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Launch the bundled engine (default: the demo pair), vLLM or SGLang, locally or over SSH.
+    """Launch the bundled engine (default: the demo pair), vLLM, SGLang or llama.cpp's
+    llama-server, locally or over SSH.
 
     Waits until the server is really up: process alive, /health 200, /v1/models lists the
     model, and the log shows the engine's ready line.

@@ -17,6 +17,7 @@ from dflashctl.drafter.config import (
     build_target_layer_ids,
     dflash_section,
     is_int,
+    partial_rotary_factor,
     rope_theta,
     transformers_view,
 )
@@ -25,13 +26,22 @@ from dflashctl.drafter.rules.base import DFLASH2_REQUIRED, Ctx, ids_pattern, mas
 
 def check_structure(c: Ctx) -> None:
     cfg, entry = c.cfg, c.entry
+    if entry is not None and entry.not_published:
+        c.add(
+            "registry: not published",
+            "ok",
+            sorted(entry.not_published),
+            None,
+            f"{entry.name}'s sources give no value for these: nothing here is checked against "
+            "the registry for them, only the rules that need no published value",
+        )
     archs = cfg.get("architectures")
     if not (isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs)):
         c.add(
             "architectures",
             "missing" if archs is None else "invalid",
             archs,
-            list(entry.architectures) if entry else ["DFlashDraftModel"],
+            list(entry.architectures) if entry and entry.architectures else ["DFlashDraftModel"],
             "vLLM picks the drafter class from architectures (DFlashDraftModel → "
             "qwen3_dflash, DFlash2DraftModel → qwen3_dflash2)",
         )
@@ -579,8 +589,45 @@ def check_block(c: Ctx) -> None:
         c.add("num_speculative_tokens", "ok", k, block - 1, flag)
 
 
+def check_partial_rotary(c: Ctx) -> None:
+    """A declared partial RoPE: vLLM's DFlash layer passes the drafter config's rope_parameters
+    to get_rope (models/qwen3_dflash.py), so it rotates head_dim × factor of each q/k head. A
+    trainer that copied the target's factor into the config but rotated the whole head
+    (speculators before #733, DeepSpec's DSpark, deepseek-ai/DeepSpec#71) leaves weights that
+    collapse under it (vllm-project/speculators#613). The weights cannot tell which rotation
+    they learned, so this is a warning to confirm, never an error."""
+    factor, key = partial_rotary_factor(c.cfg)
+    if factor is None or key is None:
+        return
+    if not 0 < factor <= 1:
+        c.add(key, "invalid", factor, "a fraction in (0, 1]", "the share of each head RoPE rotates")
+        return
+    if factor == 1:
+        return
+    head = c.cfg.get("head_dim")
+    dims = f" ({int(head * factor)} of {head} dims)" if is_int(head) and head > 0 else ""
+    target = partial_rotary_factor(c.target)[0] if c.target is not None else None
+    copied = (
+        f"; the target declares {target:g} too: the pattern of a copied value"
+        if (target == factor)
+        else ""
+    )
+    c.add(
+        f"rope: {key}",
+        "warning",
+        factor,
+        None,
+        f"vLLM rotates only head_dim × {factor:g} of each drafter q/k head{dims}, as this config "
+        "says; right only if the drafter was trained that way. Trainers that copied the target's "
+        "factor but rotated the whole head (speculators before PR #733, DeepSpec's DSpark, "
+        "deepseek-ai/DeepSpec#71) give a silent collapse (vllm-project/speculators#613: mean "
+        "acceptance ~1.2); if yours did, set it to 1.0 (DeepSpec#72: 1.4 → 2.59)" + copied,
+    )
+
+
 def check_misc(c: Ctx) -> None:
     cfg, r, entry = c.cfg, c.r, c.entry
+    check_partial_rotary(c)
     if entry is not None and entry.rope_theta is not None:
         theta = rope_theta(cfg)
         c.canon(
@@ -626,6 +673,15 @@ def check_misc(c: Ctx) -> None:
             "no fc: the drafter ignores the target's hidden states",
         )
     draft_vocab = cfg.get("draft_vocab_size")
+    c.canon(
+        "draft_vocab_size",
+        draft_vocab,
+        "draft_vocab_size",
+        hint_bad="another draft vocabulary than the published drafter's: its lm_head and d2t "
+        "in the weights decide which",
+        hint_missing="the published drafter has its own, reduced draft vocabulary; a config "
+        "without draft_vocab_size does not say so",
+    )
     if draft_vocab is not None and draft_vocab != cfg.get("vocab_size") and c.header is None:
         # with the safetensors header, weights.check_vocab_ownership checks the shapes
         c.add(
