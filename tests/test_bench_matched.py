@@ -67,3 +67,42 @@ def test_allow_unmatched_keeps_the_difference_in_the_notes():
     assert notes == [
         "unmatched A/B (--allow-unmatched): prefix caching: True on plain, False on dflash"
     ]
+
+
+def record_llama(name: str, port: int, *flags: str, spec: bool = True) -> None:
+    """A llama-server deployment as `serve --engine llama.cpp` records it."""
+    cmd = ["llama-server", "-m", "/m/Qwen3-8B-Q4_K_M.gguf", "--port", str(port)]
+    cmd += ["-md", "/m/Qwen3-8B-DFlash-b16.gguf", "--spec-type", "draft-dflash"] if spec else []
+    state.save(
+        state.Deployment(
+            name=name, engine="llama.cpp", host=None, url=f"http://127.0.0.1:{port}",
+            pid=os.getpid(), starttime=0, log="/dev/null", run_dir="/tmp", port=port,
+            bind="127.0.0.1", model="/m/Qwen3-8B-Q4_K_M.gguf", model_id="Qwen3-8B-Q4_K_M",
+            drafter=None, cmd=cmd + list(flags), started_at=state.now_iso(),
+            spec="dflash" if spec else "none",
+        )
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--no-cache-prompt"], "prefix caching: True on plain, False on dflash"),
+        (["-c", "8192"], "max-model-len: None on plain, 8192 on dflash"),
+        (["--batch-size=4096"], "max-num-batched-tokens: None on plain, 4096 on dflash"),
+        (["-sm", "row"], "split mode (-sm): layer on plain, row on dflash"),
+    ],
+)
+def test_llama_cpp_deployments_are_guarded_too(monkeypatch, capsys, flags, named):
+    record_llama("plain", 9101, spec=False)
+    record_llama("dflash", 9102, *flags)
+    code, out, err = run_main(monkeypatch, capsys, "bench", "plain", "dflash")
+    text = " ".join(err.split())
+    assert code == 2 and out == "" and "Traceback" not in text
+    assert named in text and "--allow-unmatched" in text
+
+
+def test_llama_cpp_deployments_launched_alike_pass():
+    record_llama("plain", 9101, "-c", "8192", "--cache-prompt", spec=False)
+    record_llama("dflash", 9102, "--ctx-size", "8192")  # prompt caching is llama-server's default
+    assert check_matched(resolve_targets(["plain", "dflash"]), False) == []

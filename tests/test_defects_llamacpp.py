@@ -107,7 +107,15 @@ def test_launch_flags_read_from_a_llama_server_command_line():
          "-sm", "tensor", "--spec-draft-p-min", "0.5", "--port", "8080"],
     )  # fmt: skip
     assert (s.method, s.split_mode, s.spec_draft_p_min) == ("dflash", "tensor", 0.5)
-    assert s.enable_prefix_caching is None  # no vLLM default leaks into llama.cpp's reading
+    # llama-server's own default (a prompt's KV prefix is reused unless --no-cache-prompt),
+    # and vLLM's prefix-caching defect is vLLM's only
+    assert s.enable_prefix_caching is True
+    ids = {m.defect.id for m in match(Facts("llama.cpp", "b9900", launch=s))}
+    assert "vllm-prefix-caching-poisons-draft-context" not in ids
+    off = from_argv("llama.cpp", ["llama-server", "--no-cache-prompt", "-c", "8192", "-b", "x"])
+    assert (off.enable_prefix_caching, off.max_model_len, off.max_num_batched_tokens) == (
+        False, 8192, None,
+    )  # fmt: skip
 
 
 # ---- doctor: a fake llama-server install -------------------------------------------------------

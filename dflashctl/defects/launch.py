@@ -71,8 +71,9 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-# llama-server: layers split across GPUs unless -sm says otherwise (common/common.h).
-LLAMA_CPP_DEFAULTS: dict[str, object] = {"split_mode": "layer"}
+# llama-server: layers split across GPUs unless -sm says otherwise (common/common.h); a
+# request's prompt is cached (its KV prefix reused by the next) unless --no-cache-prompt.
+LLAMA_CPP_DEFAULTS: dict[str, object] = {"split_mode": "layer", "enable_prefix_caching": True}
 
 
 def _float(text: str | None) -> float | None:
@@ -84,12 +85,20 @@ def _float(text: str | None) -> float | None:
 
 def _from_llama_argv(argv: Sequence[str]) -> LaunchSettings:
     """llama-server's flags: split mode, the speculative type (`--spec-type draft-dflash` is
-    method dflash) and `--spec-draft-p-min` (older builds: `--draft-p-min`)."""
+    method dflash), `--spec-draft-p-min` (older builds: `--draft-p-min`), and the A/B settings
+    it has: prompt caching (`--no-cache-prompt`), the context (`-c`, max-model-len's part) and
+    the logical batch (`-b`, max-num-batched-tokens')."""
     s = LaunchSettings(source="the launch command")
     for i in range(len(argv)):
         flag, value = _value(argv, i)
         if flag in ("-sm", "--split-mode"):
             s.split_mode = (value or "").lower() or None
+        elif flag in ("--cache-prompt", "--no-cache-prompt"):
+            s.enable_prefix_caching = flag == "--cache-prompt"
+        elif flag in ("-c", "--ctx-size"):
+            s.max_model_len = _int(value)
+        elif flag in ("-b", "--batch-size"):
+            s.max_num_batched_tokens = _int(value)
         elif flag == "--spec-type" and value:
             first = value.split(",")[0].strip().lower()
             s.method = first.removeprefix("draft-") or None
@@ -189,6 +198,14 @@ AB_FIELDS = {
     "disable_custom_all_reduce": "custom all-reduce (--disable-custom-all-reduce)",
     "tensor_parallel_size": "tensor parallel size",
 }
+# llama-server's own: how the model is split over the GPUs (-sm row or tensor against layer moved
+# throughput from about 80 to 18 tokens/s in llama.cpp#27342)
+LLAMA_CPP_AB_FIELDS = {**AB_FIELDS, "split_mode": "split mode (-sm)"}
+
+
+def ab_fields(engine: str) -> dict[str, str]:
+    """The settings two servers of `engine` must share in an A/B (name -> label)."""
+    return LLAMA_CPP_AB_FIELDS if engine == "llama.cpp" else AB_FIELDS
 
 
 def comparable(a: LaunchSettings, b: LaunchSettings, name: str) -> bool:
@@ -203,16 +220,20 @@ def comparable(a: LaunchSettings, b: LaunchSettings, name: str) -> bool:
     return True
 
 
-def ab_differences(a: LaunchSettings, b: LaunchSettings) -> list[tuple[str, object, object]]:
+def ab_differences(
+    a: LaunchSettings, b: LaunchSettings, fields: Mapping[str, str] = AB_FIELDS
+) -> list[tuple[str, object, object]]:
     """(setting, a's value, b's value) for each A/B setting the two launches set differently,
     among those both sides know."""
     return [
         (label, getattr(a, name), getattr(b, name))
-        for name, label in AB_FIELDS.items()
+        for name, label in fields.items()
         if comparable(a, b, name) and getattr(a, name) != getattr(b, name)
     ]
 
 
-def ab_unknown(a: LaunchSettings, b: LaunchSettings) -> list[str]:
+def ab_unknown(
+    a: LaunchSettings, b: LaunchSettings, fields: Mapping[str, str] = AB_FIELDS
+) -> list[str]:
     """The A/B settings that could not be compared (one side does not know them)."""
-    return [label for name, label in AB_FIELDS.items() if not comparable(a, b, name)]
+    return [label for name, label in fields.items() if not comparable(a, b, name)]

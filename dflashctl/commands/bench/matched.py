@@ -3,11 +3,13 @@
 Each target's launch settings come from where they can be read: a deployment `dflashctl serve`
 recorded, or a playbook host's, gives its command line (`defects.launch.from_argv`); a URL gives
 what the running server tells (vLLM's `/v1/models` and `/metrics`, SGLang's `/server_info`) and
-its start-up log when `--log` names one (bench/served.py). Any pair of the same engine (vLLM or
-SGLang) that differs in an `AB_FIELDS` setting both sides know — prefix caching,
-max-num-batched-tokens, max-model-len, dtype, eager mode, custom all-reduce, tensor parallel
-size — is refused (`UnmatchedRuns`, exit 2) unless `--allow-unmatched`, naming each difference
-(vllm#50722); the settings one side does not know are named in a note. No printing.
+its start-up log when `--log` names one (bench/served.py; a llama-server's are read from its
+deployment only). Any pair of the same engine (vLLM, SGLang or llama.cpp) that differs in a
+setting of `ab_fields(engine)` both sides know — prefix caching (llama.cpp: prompt caching),
+max-num-batched-tokens (`-b`), max-model-len (`-c`), dtype, eager mode, custom all-reduce,
+tensor parallel size, llama.cpp's split mode — is refused (`UnmatchedRuns`, exit 2) unless
+`--allow-unmatched`, naming each difference (vllm#50722); the settings one side does not know
+are named in a note. No printing.
 """
 
 from __future__ import annotations
@@ -15,10 +17,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from dflashctl.commands.bench.targets import BenchTarget
-from dflashctl.defects.launch import LaunchSettings, ab_differences, ab_unknown, from_argv
+from dflashctl.defects.launch import (
+    LaunchSettings,
+    ab_differences,
+    ab_fields,
+    ab_unknown,
+    from_argv,
+)
 from dflashctl.errors import UsageError
 
-GUARDED_ENGINES = ("vllm", "sglang")
+GUARDED_ENGINES = ("vllm", "sglang", "llama.cpp")
 PROBE_TIMEOUT = 10.0  # seconds for each page a running server is asked for
 
 
@@ -82,9 +90,10 @@ def check_matched(
         other = known[t.label]
         if base is None or other is None or base[0] != other[0]:
             continue
-        for what, a, b in ab_differences(base[1], other[1]):
+        fields = ab_fields(base[0])
+        for what, a, b in ab_differences(base[1], other[1], fields):
             problems.append(f"{what}: {a} on {base_label}, {b} on {t.label}")
-        missing = ab_unknown(base[1], other[1])
+        missing = ab_unknown(base[1], other[1], fields)
         if missing:
             notes.append(
                 f"not compared between {base_label} and {t.label} (not known on both): "
