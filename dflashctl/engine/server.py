@@ -445,6 +445,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="verify only the proposals before the first the drafter gives a probability "
         "below this (0: all K); the text is the same, a CPU step is cheaper",
     )
+    ap.add_argument(
+        "--draft-vocab",
+        default=None,
+        help="a reduced draft vocabulary kept beside the drafter: a safetensors file with a d2t "
+        "map [N] (the drafter proposes only those N target tokens; its lm_head costs N/V); "
+        "none: the whole vocabulary",
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--served-model-name", default=None)
@@ -502,7 +509,10 @@ def load_engine(args: argparse.Namespace) -> Any:
         dtype=dtype,
         max_model_len=args.max_model_len,
         num_speculative_tokens=args.num_speculative_tokens,
+        draft_vocab=None if args.draft_vocab in (None, "none") else Path(args.draft_vocab),
     )
+    if engine.draft_ids is not None:
+        log.info("Draft vocabulary: %d tokens", len(engine.draft_ids))
     if not 0.0 <= args.draft_confidence < 1.0:
         raise SystemExit("--draft-confidence must be in [0, 1)")
     engine.draft_confidence = args.draft_confidence

@@ -140,27 +140,61 @@ def draft_vocabulary(
     below the target's V and a `d2t` map [N] (draft id i is target id i + d2t[i]). Returns the
     target ids [N] and the lm_head rows scoring them [N, H]: the drafter's own `lm_head.weight`
     when it ships one, else the target's rows for those ids. None: the whole vocabulary."""
-    from safetensors import safe_open
-
     n, v = d_cfg.get("draft_vocab_size"), target_head.shape[0]
     if not isinstance(n, int) or isinstance(n, bool) or n <= 0 or n >= v:
         return None
-    found: dict[str, torch.Tensor] = {}
-    for f in safetensors_files(drafter_dir):
-        with safe_open(str(f), framework="pt", device="cpu") as st:
-            for name in ("d2t", "lm_head.weight"):
-                if name in st.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                    found[name] = st.get_tensor(name)
+    found = _vocab_tensors(safetensors_files(drafter_dir))
     d2t = found.get("d2t")
     if d2t is None or tuple(d2t.shape) != (n,):
         raise EngineError(
             f"draft_vocab_size {n} needs a d2t map of {n} entries in the drafter's weights; "
             f"found {'none' if d2t is None else list(d2t.shape)}"
         )
+    return _vocabulary(d2t, found.get("lm_head.weight"), target_head, device, dtype)
+
+
+def draft_vocabulary_file(
+    path: Path, target_head: torch.Tensor, device: str, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reduced draft vocabulary kept beside a drafter whose files stay those of the whole
+    vocabulary (so other engines serve them unchanged): a safetensors file with a `d2t` map
+    [N], and optionally its own `lm_head.weight` [N, H]. The same returns as
+    `draft_vocabulary`."""
+    if not path.is_file():
+        raise EngineError(f"draft vocabulary {path}: no such file")
+    found = _vocab_tensors([path])
+    d2t = found.get("d2t")
+    if d2t is None or d2t.dim() != 1 or not 0 < len(d2t) < target_head.shape[0]:
+        raise EngineError(
+            f"draft vocabulary {path}: needs a d2t map [N] with N below the target's "
+            f"{target_head.shape[0]}; found {'none' if d2t is None else list(d2t.shape)}"
+        )
+    return _vocabulary(d2t, found.get("lm_head.weight"), target_head, device, dtype)
+
+
+def _vocab_tensors(files: list[Path]) -> dict[str, torch.Tensor]:
+    from safetensors import safe_open
+
+    found: dict[str, torch.Tensor] = {}
+    for f in files:
+        with safe_open(str(f), framework="pt", device="cpu") as st:
+            for name in ("d2t", "lm_head.weight"):
+                if name in st.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                    found[name] = st.get_tensor(name)
+    return found
+
+
+def _vocabulary(
+    d2t: torch.Tensor,
+    own: torch.Tensor | None,
+    target_head: torch.Tensor,
+    device: str,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    n, v = len(d2t), target_head.shape[0]
     ids = torch.arange(n) + d2t.long()  # [N] target ids
     if int(ids.min()) < 0 or int(ids.max()) >= v or len(torch.unique(ids)) != n:
         raise EngineError(f"d2t maps the {n} draft ids outside the target's {v} or twice onto one")
-    own = found.get("lm_head.weight")
     if own is not None and tuple(own.shape) != (n, target_head.shape[1]):
         raise EngineError(
             f"the drafter's lm_head.weight is {list(own.shape)}, not [{n}, {target_head.shape[1]}]"

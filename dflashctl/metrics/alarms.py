@@ -90,14 +90,15 @@ def evaluate(state: MetricsState, th: Thresholds) -> list[Finding]:
         out = _collapse(ws, ctx, cold)
         collapsed = any(f.kind == "collapse" and f.severity == "alarm" for f in out)
         decay = _decay(ws, th, state.latest_launch_has_startup)
-        cliff = [] if collapsed or decay else _cliff(ws, ctx)
+        shallow = _basis(ws, th).shallow  # fewer than K verified per draft: positions unjudged
+        cliff = [] if collapsed or decay or shallow else _cliff(ws, ctx)
         below = [] if collapsed else _below_expected(ws, th, cold, ctx)
         if any(f.severity == "alarm" for f in cliff) and below:
             # the cliff is the diagnosis; the shortfall is part of its message
             cliff[0].message += f". {below[0].message[:1].upper()}{below[0].message[1:]}"
             below = []
         out += below + decay + cliff
-        if not any(f.kind in ("position_cliff", "collapse") for f in out):
+        if not shallow and not any(f.kind in ("position_cliff", "collapse") for f in out):
             out += _weak_positions(ws, ctx)
         out += _looping(ws, th)
         prefix = prefix_cache_signature(ws)

@@ -50,6 +50,25 @@ class SpecWindow:
         return len(self.per_position) if self.per_position else None
 
     @property
+    def verified_depth(self) -> float | None:
+        """Proposals verified per draft: (τ − 1) · drafted / accepted, K for an engine that
+        verifies all K every step (vLLM, SGLang), fewer for one that stops at the first unsure
+        proposal (the bundled engine's --draft-confidence) or drafts a dynamic depth. None
+        unless τ, accepted and drafted tokens are known and τ is clear of 1 (its rounding)."""
+        tau, acc, dra = self.mean_acceptance_length, self.accepted_tokens, self.drafted_tokens
+        if tau is None or tau < 1.1 or not acc or not dra:
+            return None
+        return (tau - 1.0) * dra / acc
+
+    @property
+    def shallow(self) -> bool:
+        """Fewer than K − 1 proposals verified per draft: the later positions were seldom
+        verified at all, so their low rates say nothing of the drafter (no cliff or weak-position
+        finding is drawn from them)."""
+        depth, k = self.verified_depth, self.k
+        return depth is not None and k is not None and depth < k - 1
+
+    @property
     def tau_stderr(self) -> float | None:
         """Standard error of τ over this window's drafts, from its own profile: a draft accepts
         at least i tokens with probability per_position[i-1], which fixes the spread of

@@ -84,3 +84,47 @@ def test_a_map_that_cannot_be_right_is_an_error(pair, tmp_path: Path, bad, messa
     d = reduced(drafter, target, list(range(120)), tmp_path / "d", **bad)
     with pytest.raises(EngineError, match=message.replace("[", r"\[").replace("]", r"\]")):
         Engine.load(target, d, max_model_len=256)
+
+
+def test_a_vocabulary_file_beside_an_unchanged_drafter_drafts_the_same(
+    pair, tmp_path: Path
+) -> None:
+    """`--draft-vocab FILE` (the demo pair's default on the bundled engine): the drafter's files
+    stay the whole vocabulary's, a `d2t` map kept beside them gives the same proposals as the
+    speculators-format copy, scored by the target's own rows."""
+    target, drafter = pair
+    keep = sorted(torch.randperm(VOCAB, generator=torch.Generator().manual_seed(1))[:90].tolist())
+    vocab = tmp_path / "draft_vocab.safetensors"
+    save_file({"d2t": torch.tensor(keep) - torch.arange(len(keep))}, str(vocab))
+    beside = Engine.load(target, drafter, max_model_len=256, draft_vocab=vocab)
+    copy = Engine.load(target, reduced(drafter, target, keep, tmp_path / "d"), max_model_len=256)
+    assert beside.draft_ids is not None and beside.draft_ids.tolist() == keep
+    ids = beside.tokenizer.apply_chat_template([{"role": "user", "content": "sort a list"}])
+    beside.eos_ids = copy.eos_ids = set()
+    assert (
+        beside.propose(ids[-1], len(ids) - 1).tolist()
+        == copy.propose(ids[-1], len(ids) - 1).tolist()
+    )
+    a, b = beside.generate(ids, 30), copy.generate(ids, 30)
+    assert a.tokens == b.tokens and a.stats.accepted_per_pos == b.stats.accepted_per_pos
+
+
+@pytest.mark.parametrize(
+    ("tensors", "message"),
+    [
+        (None, "no such file"),
+        ({"t2d": torch.zeros(3, dtype=torch.int64)}, f"below the target's {VOCAB}; found none"),
+        ({"d2t": torch.zeros(VOCAB, dtype=torch.int64)}, f"below the target's {VOCAB}"),
+        ({"d2t": torch.zeros(2, 2, dtype=torch.int64)}, "found [2, 2]"),
+        ({"d2t": torch.tensor([0, VOCAB])}, "outside the target's"),
+    ],
+)
+def test_a_vocabulary_file_that_cannot_be_right_is_an_error(
+    pair, tmp_path: Path, tensors, message
+) -> None:
+    target, drafter = pair
+    vocab = tmp_path / "draft_vocab.safetensors"
+    if tensors is not None:
+        save_file(tensors, str(vocab))
+    with pytest.raises(EngineError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        Engine.load(target, drafter, max_model_len=256, draft_vocab=vocab)

@@ -257,8 +257,12 @@ def _serve_and_smoke(
     from dflashctl.server import deployments as state
     from dflashctl.server.control import stop_deployment
     from dflashctl.server.launch import launch
-    from dflashctl.server.plan import ServeOptions, plan
+    from dflashctl.server.plan import DEMO_DRAFT_CONFIDENCE, DEMO_DRAFT_VOCAB, ServeOptions, plan
 
+    # the step the healthy run was served with (serve's default for the embedded pair), so the
+    # acceptance lengths compare
+    step = ["--draft-vocab", str(demo_assets() / DEMO_DRAFT_VOCAB)]
+    step += ["--draft-confidence", DEMO_DRAFT_CONFIDENCE]
     opts = ServeOptions(
         engine="local",
         model=str(target),
@@ -268,7 +272,7 @@ def _serve_and_smoke(
         name=name,
         verify=False,
         force=True,
-        extra_args=["--log-interval", "2"],
+        extra_args=["--log-interval", "2", *step],
     )
     out: dict[str, Any] = {}
     with open_host(None) as host:
