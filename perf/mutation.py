@@ -54,6 +54,7 @@ MODULES: dict[str, tuple[str, ...]] = {
 LATER: dict[str, tuple[str, ...]] = {
     "dflashctl/metrics/alarms.py": (
         "tests/test_metrics_alarms.py",
+        "tests/test_metrics_alarm_findings.py",
         "tests/test_metrics_patterns.py",
     ),
     "dflashctl/metrics/log_parse.py": (
@@ -65,7 +66,10 @@ LATER: dict[str, tuple[str, ...]] = {
     ),
     "dflashctl/metrics/prom.py": ("tests/test_metrics_prom.py", "tests/test_metrics_formats.py"),
     # not tests/test_hints_parse.py: it reads the hints from the source, mutants included
-    "dflashctl/metrics/causes.py": ("tests/test_metrics_patterns.py",),
+    "dflashctl/metrics/causes.py": (
+        "tests/test_metrics_patterns.py",
+        "tests/test_metrics_alarm_findings.py",
+    ),
     "dflashctl/drafter/rules/config.py": (
         "tests/test_verify_config.py",
         "tests/test_verify_speculators.py",
