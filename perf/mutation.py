@@ -59,6 +59,7 @@ LATER: dict[str, tuple[str, ...]] = {
     ),
     "dflashctl/metrics/log_parse.py": (
         "tests/test_metrics_parse.py",
+        "tests/test_metrics_parse_fields.py",
         "tests/test_metrics_patterns.py",
         "tests/test_metrics_formats.py",
         "tests/test_metrics_scanner.py",
