@@ -65,7 +65,11 @@ LATER: dict[str, tuple[str, ...]] = {
         "tests/test_metrics_scanner.py",
         "tests/test_metrics_corpus.py",
     ),
-    "dflashctl/metrics/prom.py": ("tests/test_metrics_prom.py", "tests/test_metrics_formats.py"),
+    "dflashctl/metrics/prom.py": (
+        "tests/test_metrics_prom.py",
+        "tests/test_metrics_prom_readings.py",
+        "tests/test_metrics_formats.py",
+    ),
     # not tests/test_hints_parse.py: it reads the hints from the source, mutants included
     "dflashctl/metrics/causes.py": (
         "tests/test_metrics_patterns.py",
