@@ -74,6 +74,7 @@ LATER: dict[str, tuple[str, ...]] = {
     "dflashctl/metrics/causes.py": (
         "tests/test_metrics_patterns.py",
         "tests/test_metrics_alarm_findings.py",
+        "tests/test_metrics_causes.py",
     ),
     "dflashctl/drafter/rules/config.py": (
         "tests/test_verify_config.py",
