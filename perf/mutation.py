@@ -78,11 +78,18 @@ LATER: dict[str, tuple[str, ...]] = {
     ),
     "dflashctl/drafter/rules/config.py": (
         "tests/test_verify_config.py",
+        "tests/test_verify_rules_table.py",
         "tests/test_verify_speculators.py",
         "tests/test_verify_gguf.py",
     ),
-    "dflashctl/drafter/rules/target.py": ("tests/test_verify_config.py",),
-    "dflashctl/drafter/rules/weights.py": ("tests/test_verify_config.py",),
+    "dflashctl/drafter/rules/target.py": (
+        "tests/test_verify_config.py",
+        "tests/test_verify_rules_table.py",
+    ),
+    "dflashctl/drafter/rules/weights.py": (
+        "tests/test_verify_config.py",
+        "tests/test_verify_rules_table.py",
+    ),
 }
 TESTS = {**MODULES, **LATER}
 
