@@ -330,6 +330,57 @@ CASES: dict[str, dict[str, Any]] = {
         "cfg": {"draft_vocab_size": 32000},
     },
     "weights, draft vocab without lm_head": {"tensors": {}, "cfg": {"draft_vocab_size": 32000}},
+    "weights, q_proj bias": {"tensors": {"layers.0.self_attn.q_proj.bias": ("BF16", [4096])}},
+    "weights, bias in the config only": {"tensors": {}, "cfg": {"attention_bias": True}},
+    "weights, config says float16": {"tensors": {}, "cfg": {"dtype": "float16"}},
+    "weights, config says float32 (torch_dtype)": {
+        "tensors": {},
+        "cfg": {"torch_dtype": "float32"},
+    },
+    "weights, config dtype unknown": {"tensors": {}, "cfg": {"dtype": "int8"}},
+    "weights, midlayer and encoder names": {
+        "tensors": {
+            "layers.0.input_layernorm.weight": DEL,
+            "midlayer.input_layernorm.weight": ("BF16", [5120]),
+            "fc.weight": DEL,
+            "encoder.fc.weight": ("BF16", [5120, 25600]),
+            "hidden_norm.weight": DEL,
+            "encoder.output_norm_enc.weight": ("BF16", [5120]),
+        }
+    },
+    "weights, nine layers": {
+        "tensors": {f"layers.{i}.input_layernorm.weight": ("BF16", [5120]) for i in range(5, 10)}
+    },
+    "weights, hidden_norm wrong": {"tensors": {"hidden_norm.weight": ("BF16", [4096])}},
+    "weights, lm_head of another width": {"tensors": {"lm_head.weight": ("BF16", [248320, 4096])}},
+    "weights, fc with an odd width": {"tensors": {"fc.weight": ("BF16", [5120, 25601])}},
+    "weights, dflash2 without a selector": {
+        "tensors": {},
+        "cfg": {"architectures": ["DFlash2DraftModel"]},
+        "entry": False,
+    },
+    "weights, dflash2 with a selector": {
+        "tensors": {"candidate_selector.codebook": ("BF16", [16, 5120])},
+        "cfg": {"architectures": ["DFlash2DraftModel"]},
+        "entry": False,
+    },
+    "weights, no aux hidden state": {
+        "tensors": {},
+        "cfg": {"use_aux_hidden_state": False},
+        "entry": False,
+    },
+    "weights, heads from hidden": {"tensors": {}, "cfg": {"head_dim": DEL}, "entry": False},
+    "weights, no kv heads": {"tensors": {}, "cfg": {"num_key_value_heads": DEL}, "entry": False},
+    "weights, no intermediate size": {
+        "tensors": {},
+        "cfg": {"intermediate_size": DEL},
+        "entry": False,
+    },
+    "weights, draft vocab with a target": {
+        "tensors": {"lm_head.weight": ("BF16", [32000, 5120]), "d2t": ("I64", [32000])},
+        "cfg": {"draft_vocab_size": 32000},
+        "target": {},
+    },
 }
 
 
@@ -3620,6 +3671,392 @@ EXPECTED: dict[str, object] = {
             "are taken as target ids: the engine then shows mean acceptance length 1.00 with every "
             "position at 0.000 while the text stays right (vllm-ascend#11374, "
             "local-inference-lab/vllm#54)",
+        ),
+    ],
+    "weights, q_proj bias": [
+        (
+            "-",
+            "weights",
+            "ok",
+            "model.safetensors: 58 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "+",
+            "weights",
+            "ok",
+            "model.safetensors: 59 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "+",
+            "weights: attention bias",
+            "mismatch",
+            True,
+            False,
+            "attention_bias in the config must match whether q/k/v_proj.bias are in the weights",
+        ),
+    ],
+    "weights, bias in the config only": [
+        (
+            "+",
+            "weights: attention bias",
+            "mismatch",
+            False,
+            True,
+            "attention_bias in the config must match whether q/k/v_proj.bias are in the weights",
+        )
+    ],
+    "weights, config says float16": [
+        ("-", "weights: dtype", "ok", "BF16", "BF16", None),
+        ("+", "weights: dtype", "warning", "BF16", "F16", "the config says float16"),
+    ],
+    "weights, config says float32 (torch_dtype)": [
+        ("-", "weights: dtype", "ok", "BF16", "BF16", None),
+        ("+", "weights: dtype", "warning", "BF16", "F32", "the config says float32"),
+    ],
+    "weights, config dtype unknown": [
+        ("-", "weights: dtype", "ok", "BF16", "BF16", None),
+        ("+", "weights: dtype", "ok", "BF16", None, None),
+    ],
+    "weights, midlayer and encoder names": [],
+    "weights, nine layers": [
+        (
+            "-",
+            "weights",
+            "ok",
+            "model.safetensors: 58 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        ("-", "weights: layers", "ok", 5, 5, None),
+        (
+            "-",
+            "weights: attention",
+            "ok",
+            "30 tensors",
+            None,
+            "shapes match the config (heads 32/8, head_dim 128)",
+        ),
+        ("-", "weights: mlp", "ok", "15 tensors", None, "shapes match the config"),
+        ("-", "weights: norms", "ok", "12 tensors", None, "shapes match the config"),
+        (
+            "+",
+            "weights",
+            "ok",
+            "model.safetensors: 63 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "+",
+            "weights: layers",
+            "mismatch",
+            10,
+            5,
+            (
+                "the weights hold layers [0, 1, 2, 3, 4, 5, 6, 7]…, the config says"
+                " num_hidden_layers 5"
+            ),
+        ),
+        (
+            "+",
+            "weights: attention",
+            "missing",
+            "layers.5.self_attn.q_proj.weight",
+            None,
+            "30 tensors missing, e.g. layers.5.self_attn.q_proj.weight",
+        ),
+        (
+            "+",
+            "weights: mlp",
+            "missing",
+            "layers.5.mlp.gate_proj.weight",
+            None,
+            "15 tensors missing, e.g. layers.5.mlp.gate_proj.weight",
+        ),
+        (
+            "+",
+            "weights: norms",
+            "missing",
+            "layers.5.post_attention_layernorm.weight",
+            None,
+            "5 tensors missing, e.g. layers.5.post_attention_layernorm.weight",
+        ),
+    ],
+    "weights, hidden_norm wrong": [
+        ("-", "weights: norms", "ok", "12 tensors", None, "shapes match the config"),
+        (
+            "+",
+            "weights: norms",
+            "mismatch",
+            "hidden_norm.weight [4096] (expected [5120])",
+            None,
+            "1 tensor with a shape the config does not describe",
+        ),
+    ],
+    "weights, lm_head of another width": [
+        (
+            "-",
+            "weights",
+            "ok",
+            "model.safetensors: 58 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "-",
+            "weights: embed_tokens/lm_head",
+            "ok",
+            "shared with the target",
+            None,
+            "vLLM logs 'Detected EAGLE model without its own lm_head in the"
+            " checkpoint. Sharing target "
+            "model lm_head weights with the draft model.'",
+        ),
+        (
+            "+",
+            "weights",
+            "ok",
+            "model.safetensors: 59 tensors, BF16, 5.49 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "+",
+            "weights: embed_tokens/lm_head",
+            "mismatch",
+            ["lm_head.weight [248320, 4096]"],
+            "[vocab, 5120]",
+            "the drafter ships its own lm_head",
+        ),
+    ],
+    "weights, fc with an odd width": [
+        (
+            "-",
+            "weights: fc.weight",
+            "ok",
+            [5120, 25600],
+            [5120, 25600],
+            "[hidden, target_hidden × 5 target layers]",
+        ),
+        (
+            "+",
+            "weights: fc.weight",
+            "mismatch",
+            [5120, 25601],
+            [5120, 25600],
+            "vLLM: AssertionError: Tried to load weights of size torch.Size([5120, 25601]) to a "
+            "parameter of size torch.Size([5120, 25600])",
+        ),
+    ],
+    "weights, dflash2 without a selector": [
+        ("-", "architectures", "ok", ["DFlashDraftModel"], None, None),
+        (
+            "-",
+            "vllm: model runner",
+            "warning",
+            "V2 only",
+            None,
+            "needs vLLM's V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1; 0.32 picks"
+            " V2 by default only "
+            "where Triton is available, so never on the CPU build); the V1 runner"
+            " exits with 'Model "
+            "Runner V1 does not support: mixed sliding/full dflash drafts'",
+        ),
+        ("+", "architectures", "ok", ["DFlash2DraftModel"], None, None),
+        (
+            "+",
+            "dflash_config (DFlash 2)",
+            "invalid",
+            ["conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"],
+            ["conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"],
+            "vLLM's qwen3_dflash2 reads dflash_config['conv_kernel_size'] (KeyError)",
+        ),
+        (
+            "+",
+            "weights: candidate_selector",
+            "missing",
+            None,
+            "candidate_selector.*",
+            "a DFlash 2 checkpoint carries the candidate selector's codebooks",
+        ),
+        (
+            "+",
+            "vllm: model runner",
+            "warning",
+            "V2 only",
+            None,
+            "needs vLLM's V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1; 0.32 picks"
+            " V2 by default only "
+            "where Triton is available, so never on the CPU build); the V1 runner"
+            " exits with 'Model "
+            "Runner V1 does not support: mixed sliding/full dflash drafts, DFlash candidate-head "
+            "drafts'",
+        ),
+    ],
+    "weights, dflash2 with a selector": [
+        ("-", "architectures", "ok", ["DFlashDraftModel"], None, None),
+        (
+            "-",
+            "weights",
+            "ok",
+            "model.safetensors: 58 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "-",
+            "vllm: model runner",
+            "warning",
+            "V2 only",
+            None,
+            "needs vLLM's V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1; 0.32 picks"
+            " V2 by default only "
+            "where Triton is available, so never on the CPU build); the V1 runner"
+            " exits with 'Model "
+            "Runner V1 does not support: mixed sliding/full dflash drafts'",
+        ),
+        ("+", "architectures", "ok", ["DFlash2DraftModel"], None, None),
+        (
+            "+",
+            "dflash_config (DFlash 2)",
+            "invalid",
+            ["conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"],
+            ["conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"],
+            "vLLM's qwen3_dflash2 reads dflash_config['conv_kernel_size'] (KeyError)",
+        ),
+        (
+            "+",
+            "weights",
+            "ok",
+            "model.safetensors: 59 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "+",
+            "vllm: model runner",
+            "warning",
+            "V2 only",
+            None,
+            "needs vLLM's V2 model runner (VLLM_USE_V2_MODEL_RUNNER=1; 0.32 picks"
+            " V2 by default only "
+            "where Triton is available, so never on the CPU build); the V1 runner"
+            " exits with 'Model "
+            "Runner V1 does not support: mixed sliding/full dflash drafts, DFlash candidate-head "
+            "drafts'",
+        ),
+    ],
+    "weights, no aux hidden state": [
+        (
+            "-",
+            "aux layers",
+            "ok",
+            "(2, 17, 32, 47, 62)",
+            "(2, 17, 32, 47, 62)",
+            "vLLM logs 'Using auxiliary layers from speculative config: (2, 17, 32, 47, 62)'",
+        ),
+        (
+            "-",
+            "weights: fc.weight",
+            "ok",
+            [5120, 25600],
+            [5120, 25600],
+            "[hidden, target_hidden × 5 target layers]",
+        ),
+        (
+            "+",
+            "use_aux_hidden_state",
+            "warning",
+            False,
+            True,
+            "no fc: the drafter ignores the target's hidden states",
+        ),
+    ],
+    "weights, heads from hidden": [
+        (
+            "-",
+            "weights: attention",
+            "ok",
+            "30 tensors",
+            None,
+            "shapes match the config (heads 32/8, head_dim 128)",
+        ),
+        (
+            "+",
+            "weights: attention",
+            "mismatch",
+            "layers.0.self_attn.q_proj.weight [4096, 5120] (expected [5120, 5120])",
+            None,
+            "30 tensors with a shape the config does not describe",
+        ),
+    ],
+    "weights, no kv heads": [
+        (
+            "-",
+            "weights: attention",
+            "ok",
+            "30 tensors",
+            None,
+            "shapes match the config (heads 32/8, head_dim 128)",
+        ),
+        (
+            "+",
+            "weights: attention",
+            "mismatch",
+            "layers.0.self_attn.k_proj.weight [1024, 5120] (expected [4096, 5120])",
+            None,
+            "10 tensors with a shape the config does not describe",
+        ),
+    ],
+    "weights, no intermediate size": [
+        ("-", "weights: mlp", "ok", "15 tensors", None, "shapes match the config")
+    ],
+    "weights, draft vocab with a target": [
+        (
+            "-",
+            "weights",
+            "ok",
+            "model.safetensors: 58 tensors, BF16, 3.46 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "-",
+            "weights: embed_tokens/lm_head",
+            "ok",
+            "shared with the target",
+            None,
+            "vLLM logs 'Detected EAGLE model without its own lm_head in the"
+            " checkpoint. Sharing target "
+            "model lm_head weights with the draft model.'",
+        ),
+        (
+            "+",
+            "weights",
+            "ok",
+            "model.safetensors: 60 tensors, BF16, 3.79 GB",
+            None,
+            "read from the safetensors header only",
+        ),
+        (
+            "+",
+            "weights: embed_tokens/lm_head",
+            "ok",
+            ["lm_head.weight [32000, 5120]"],
+            "[vocab, 5120]",
+            "the drafter ships its own lm_head",
+        ),
+        (
+            "+",
+            "weights: draft vocabulary",
+            "ok",
+            "32000 of 248320 tokens: own lm_head [32000, 5120], d2t [32000]",
+            None,
+            "draft ids go through the drafter's own lm_head and back to target ids via d2t",
         ),
     ],
 }
