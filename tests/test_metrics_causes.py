@@ -590,3 +590,38 @@ def test_bench_k() -> None:
         "dflashctl bench URL SECOND_URL (SECOND_URL: the same target and drafter served with a "
         "smaller num_speculative_tokens; compare decode tokens/s)"
     )
+
+
+BY_COUNT = Thresholds(weak_position_rate=0.04, cliff_drop=0.05)
+
+
+@pytest.mark.parametrize(
+    "pp, drafts, counted, th, want",
+    [
+        # one draft's worth (x × drafts < 1.5) at exactly 1.5: a rate, not ~0
+        ([0.5, 0.03125], 48, True, BARE, ("gradual", None)),
+        ([0.5, 0.03125], 47, True, BARE, ("cliff", 2)),
+        # "near zero" by the count alone, and then the drop by the count alone, at 1.5
+        ([0.5, 0.03125], 48, False, BY_COUNT, ("gradual", None)),
+        ([0.5, 0.03125], 47, False, BY_COUNT, ("cliff", 2)),
+        # the drop at exactly a tenth of the position before
+        ([0.5, 0.05], None, True, Thresholds(weak_position_rate=0.05), ("cliff", 2)),
+        # cliff_min_count drafts reached exactly (0.5 × 20 = 10)
+        ([0.5, 0.0], 20, True, BARE, ("cliff", 2)),
+        ([0.5, 0.0], 19, True, BARE, ("gradual", None)),
+        # position 1 itself is never the cliff
+        ([0.1, 0.1], 10, False, BARE, ("cliff", 2)),
+    ],
+)  # fmt: skip
+def test_signature_edges_by_count(
+    pp: list[float], drafts: int | None, counted: bool, th: Thresholds, want: object
+) -> None:
+    assert C.signature_of(pp, th, drafts, counted=counted) == want
+
+
+def test_prefix_cache_signature_at_the_drop_exactly() -> None:
+    ws = [win(2.5, 0.0), win(2.5, 0.0), win(2.0, 0.5), win(2.0, 0.5)]  # 2.0 = 0.8 × 2.5
+    assert C.prefix_cache_signature(ws) == (
+        "mean acceptance length 2.00 in the 2 windows whose prefix cache hit rate was ≥ 30% "
+        "(median 50%) against 2.50 in the 2 below 10%"
+    )
