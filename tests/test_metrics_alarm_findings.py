@@ -2552,3 +2552,10 @@ def test_estimate_interval_skips_unstamped_windows_and_counts_one_second() -> No
     assert estimate_interval(ws) is None  # no two stamped windows in a row
     one = [win(2.5, i=0), win(2.5, i=0, timestamp=T0 + timedelta(seconds=1))]
     assert estimate_interval(one) == 1.0
+
+
+def test_weak_positions_when_position_one_is_itself_near_zero() -> None:
+    """With a healthy floor under "near zero" every position can be near zero: nothing is
+    useful, so there is no tail to name (and the count stops at position 1)."""
+    th = Thresholds(healthy_first_position=0.01)
+    assert evaluate(st([win(2.0, pp=[0.015, 0.0, 0.0])]), th) == []
