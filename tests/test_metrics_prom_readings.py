@@ -416,3 +416,84 @@ def test_fetch_server_info(serve) -> None:  # type: ignore[no-untyped-def]
     url = gone.url.removesuffix("/metrics")
     gone.close()
     assert fetch_server_info(url, 5) is None
+
+
+def test_every_page_error_says_what_to_do(serve) -> None:  # type: ignore[no-untyped-def]
+    cases = [
+        (
+            {"status": 404},
+            "answered HTTP 404",
+            "SGLang serves /metrics only with --enable-metrics; vLLM at http://HOST:PORT/metrics",
+        ),
+        ({"status": 503}, "answered HTTP 503", "check the server's own log"),
+        (
+            {"ctype": "text/html"},
+            "returned HTML, not Prometheus metrics text",
+            "point at the engine's /metrics path on its API port, not a dashboard or proxy page",
+        ),
+    ]
+    for kw, message, hint in cases:
+        with pytest.raises(ServerError) as e:
+            fetch_text(serve(lambda n: "x 1\n", **kw).url, 5)
+        assert (e.value.message.split("/metrics ", 1)[1], e.value.hint) == (message, hint)
+    hang = serve(lambda n: "", hang=True)
+    with pytest.raises(ServerError) as e:
+        fetch_text(hang.url, 0.3)
+    assert e.value.message == f"{hang.url} did not answer within 0.3 s"
+    assert e.value.hint == (
+        "is the server up and not wedged? A loaded server can be slow: raise --timeout"
+    )
+    gone = serve(lambda n: "")
+    url = gone.url
+    gone.close()
+    with pytest.raises(ServerError) as e:
+        fetch_text(url, 5)
+    assert e.value.message.startswith(f"cannot reach {url}: ")
+    assert e.value.hint == (
+        "check host and port: vLLM serves /metrics on its API port (8000 by default), "
+        "SGLang on 30000 with --enable-metrics"
+    )
+    with pytest.raises(ServerError) as e:
+        parse_reading("this is not { prometheus text\n", at=AT, monotonic=0.0)
+    assert e.value.hint == "point at the engine's /metrics endpoint"
+
+
+def test_typed_families_with_created_samples_are_summed_whole() -> None:
+    from support.vllm_metrics import vllm_page
+
+    r = reading(vllm_page(3, engines=2))
+    assert (r.drafts, r.draft_tokens, r.accepted) == (600.0, 1800.0, 1500.0)
+    assert r.per_pos == {0: 540.0, 1: 480.0, 2: 480.0}
+    text = (
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter\n"
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0"} 7\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 5\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 3\n'
+    )
+    assert reading(text).per_pos == {0: 5.0, 1: 3.0}
+    sgl = (
+        "# TYPE sglang:spec_verify_calls counter\n"
+        "sglang:spec_verify_calls_total 12\n"
+        "sglang:spec_verify_calls_created 1.7e9\n"
+    )
+    assert reading(sgl).sgl == {"sglang:spec_verify_calls": 12.0}
+
+
+def test_window_edges_of_one_draft_half_a_second_and_one_query() -> None:
+    a = reading(vllm(0, 0, 0, (), hits=0, queries=0), 0.0)
+    b = reading(vllm(1, 4, 1, (1, 0, 0), hits=1, queries=1), 0.5)
+    w, _ = window_between(a, b)
+    assert w is not None
+    assert (w.num_drafts, w.accepted_throughput, w.prefix_cache_hit_rate) == (1, 2.0, 1.0)
+    gap = reading(
+        "vllm:spec_decode_num_drafts_total 10\nvllm:spec_decode_num_accepted_tokens_total 5\n"
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 4\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 1\n'
+    )
+    life = lifetime_window(gap)
+    assert life is not None and life.per_position == [0.4, 0.0, 0.1]
+    only_b = reading(
+        "vllm:spec_decode_num_drafts_total 0\nvllm:spec_decode_num_accepted_tokens_total 0\n"
+    )
+    w, _ = window_between(only_b, reading(vllm(10, 30, 10, ()), 1.0))
+    assert w is not None and (w.drafted_tokens, w.draft_acceptance_rate) == (None, None)
