@@ -359,6 +359,117 @@ VLLM_CASES: list[tuple[str, object]] = [
     (LEG + "Draft acceptance rate: nan, Number of draft tokens: 0", (None, [], False, None)),
     (LEG + "Number of accepted tokens: 3", (None, [], False, None)),
     ("INFO 10-16 19:05:47 nothing to see", (None, [], False, None)),
+    # added: each a line shape a survivor needed
+    (
+        SPEC + "Foo: SpecDecoding metrics: Mean acceptance length: 2.00, Accepted: 100 tokens",
+        (None, ["foo"], False, None),
+    ),
+    (
+        LEG
+        + "Foo: Speculative metrics: Number of accepted tokens: 331, Number of draft tokens: 600",
+        (
+            {"drafted_tokens": 600, "engine": "vllm", "format": "vllm-v1-early"},
+            ["foo"],
+            False,
+            None,
+        ),
+    ),
+    (
+        (
+            "Speculative metrics: Draft acceptance rate: 0.5, Number of accepted"
+            " tokens: 1, Number of draft tokens: 2"
+        ),
+        (
+            {
+                "accepted_tokens": 1,
+                "draft_acceptance_rate": 0.5,
+                "drafted_tokens": 2,
+                "engine": "vllm",
+                "format": "vllm-v1-early",
+            },
+            [],
+            False,
+            None,
+        ),
+    ),
+    (LEG + "System efficiency: 0.4, Foo: 1", (None, ["foo"], False, None)),
+    (
+        LEG + "Draft acceptance rate: 45.0%, System efficiency: 0.4, Foo: 1",
+        (
+            {
+                "cumulative": True,
+                "draft_acceptance_rate": 0.45,
+                "engine": "vllm",
+                "format": "vllm-v0",
+            },
+            ["foo"],
+            False,
+            None,
+        ),
+    ),
+    (
+        LEG + "Draft acceptance rate: 1.5%, System efficiency: 0.4",
+        (
+            {
+                "cumulative": True,
+                "draft_acceptance_rate": 0.015,
+                "engine": "vllm",
+                "format": "vllm-v0",
+            },
+            [],
+            False,
+            None,
+        ),
+    ),
+    (
+        LEG + "Number of accepted tokens: 331, Number of draft tokens: 600, Foo: 1",
+        (
+            {
+                "accepted_tokens": 331,
+                "draft_acceptance_rate": 0.5516666666666666,
+                "drafted_tokens": 600,
+                "engine": "vllm",
+                "format": "vllm-v1-early",
+            },
+            ["foo"],
+            False,
+            None,
+        ),
+    ),
+    (
+        LEG + "Number of draft tokens: 600",
+        ({"drafted_tokens": 600, "engine": "vllm", "format": "vllm-v1-early"}, [], False, None),
+    ),
+    (SPEC + "Accepted: 5 tokens, Drafted: 0 tokens, Foo: 1", (None, ["foo"], True, None)),
+    (
+        SPEC + "Mean acceptance length: 1.00, Accepted: 5 tokens",
+        (
+            {
+                "accepted_tokens": 5,
+                "engine": "vllm",
+                "format": "vllm-0.8.5",
+                "mean_acceptance_length": 1.0,
+            },
+            [],
+            False,
+            None,
+        ),
+    ),
+    (
+        SPEC + "Mean acceptance length: 3.00, Accepted: 100 tokens",
+        (
+            {
+                "accepted_tokens": 100,
+                "engine": "vllm",
+                "format": "vllm-0.8.5",
+                "mean_acceptance_length": 3.0,
+                "num_drafts": 50,
+            },
+            [],
+            False,
+            None,
+        ),
+    ),
 ]
 
 # (line, (the window's figures or None, unknown labels))
@@ -419,6 +530,7 @@ SGLANG_CASES: list[tuple[str, object]] = [
         (None, []),
     ),
     (SG + "Prefill batch, #new-seq: 1", (None, [])),
+    (SG + "Decode batch, #running-req: 1, foo: 2", (None, ["foo"])),
 ]
 
 # (line, (parse_companion, companion_busy, kv_cache_build))
@@ -472,6 +584,15 @@ COMPANION_CASES: list[tuple[str, object]] = [
         ({"prefix_cache_hit_rate": 0.0}, False, None),
     ),
     ("INFO 01-01 00:00:00 nothing", ({}, False, None)),
+    (
+        "2 Engines Aggregated: Foo: x, Running: 3 reqs",
+        ({"engine": "aggregated", "running": 3.0}, True, None),
+    ),
+    ("Engine 000: Running: 2 reqs", ({"engine": "engine 0", "running": 2.0}, True, None)),
+    (
+        "Engine 000: Avg generation throughput: 3.0 tokens/s",
+        ({"engine": "engine 0", "generation_throughput": 3.0}, True, None),
+    ),
 ]
 
 CONFIG_CASES: list[tuple[str, object]] = [
@@ -526,6 +647,17 @@ CONFIG_CASES: list[tuple[str, object]] = [
         {"enabled": False, "engine": "sglang", "method": None},
     ),
     ("no config here", None),
+    (
+        (
+            "server_args=ServerArgs(model_path='a')"
+            " server_args=ServerArgs(speculative_algorithm='EAGLE')"
+        ),
+        {"enabled": True, "engine": "sglang", "method": "EAGLE"},
+    ),
+    (
+        "server_args=ServerArgs(speculative_algorithm='None')",
+        {"enabled": False, "engine": "sglang", "method": "None"},
+    ),
 ]
 
 # (line, (time as printed, stream, vLLM process key))
@@ -581,6 +713,24 @@ PREFIX_CASES: list[tuple[str, object]] = [
         "x" * 210 + "(APIServer pid=7) INFO 12-02 12:56:32 x",
         ("12-02 12:56:32", "APIServer pid=7", "APIServer pid=7"),
     ),
+    ("[a] " + "y" * 80 + "[2026-11-20 10:02:15 DP1 TP0] x", (None, "", None)),
+    ("[a]" + "y" * 49 + "[2026-11-20 10:02:15 DP1 TP0] x", ("2026-11-20 10:02:15", "", None)),
+    ("y" * 40 + "[2026-11-20 10:02:15 DP1 TP0] x", ("2026-11-20 10:02:15", "", None)),
+    ("x" * 62 + "2026-11-20 10:00:00", (None, "", None)),
+    ("(APIServer pid=7) hello", (None, "APIServer pid=7", "APIServer pid=7")),
+    ("x" * 104 + "(APIServer pid=7) hello", (None, "", None)),
+    ("x" * 103 + "(APIServer pid=7) hello", (None, "APIServer pid=7", "APIServer pid=7")),
+    ("x" * 130 + "(VllmWorkerProcess rank=1 pid=9)", (None, "", None)),
+    ("x" * 96 + "(VllmWorkerProcess rank=1 pid=9)", (None, "", None)),
+    (
+        "x" * 95 + "(VllmWorkerProcess rank=1 pid=9)",
+        (None, "VllmWorkerProcess rank=1", "VllmWorkerProcess rank=1"),
+    ),
+    ("[a]" + "y" * 80 + "[DP1] x", (None, "", None)),
+    ("[a]" + "y" * 73 + "[DP1] x", (None, "", None)),
+    ("[a]" + "y" * 72 + "[DP1] x", (None, "DP1", None)),
+    ("y" * 60 + "[DP1] x", (None, "", None)),
+    ("INFO 10-16 19:05:47 [DP1 TP0] x", ("10-16 19:05:47", "DP1", None)),
 ]
 
 # (line, the plain line)
@@ -611,6 +761,8 @@ JSON_CASES: list[tuple[str, str]] = [
         ),
         "a L m",
     ),
+    ('{"log": " {\\"message\\": \\"m\\"}"}', "m"),
+    ('{"message": "{\\"message\\": \\"m\\"}X"}', '{"message": "m"}X'),
 ]
 
 
@@ -710,6 +862,7 @@ def test_floats(text: str, want: list[float] | None) -> None:
         ("0.5", 0.5),
         ("1e3", 1000.0),
         ("auto", "auto"),
+        ("XautoX", "XautoX"),
     ],
 )
 def test_plain(text: str, want: object) -> None:
@@ -729,6 +882,7 @@ def test_plain(text: str, want: object) -> None:
         ("Number of draft tokens tokens: 7", [("number of draft tokens", "7")]),
         ("Tokens tokens: 7, Time: 1: 2", [("tokens", "7"), ("time", "1: 2")]),
         ("a:1", []),
+        ("A: X", [("a", "X")]),
     ],
 )
 def test_split_fields(body: str, want: list[tuple[str, str]]) -> None:
@@ -743,6 +897,8 @@ def test_split_fields(body: str, want: list[tuple[str, str]]) -> None:
         (b"a\rb\n\n", "ab"),
         (b"caf\xe9 ok", "caf\ufffd ok"),
         (b"plain [1m", "plain [1m"),
+        (b"trailing  \n", "trailing  "),
+        (b"endsX\n", "endsX"),
     ],
 )
 def test_clean(raw: bytes, want: str) -> None:
@@ -848,6 +1004,17 @@ def test_raw_timestamp() -> None:
             },
         ),
         ((3, 0, 600, 400), (3, 0, 600, 400), None),  # nothing drafted since
+        (  # one token drafted since, at K = 1
+            (1, 0, 600, 900),
+            (1, 0, 601, 902),
+            {
+                "num_drafts": 1,
+                "drafted_tokens": 1,
+                "accepted_tokens": 1,
+                "mean_acceptance_length": 2.0,
+                "draft_acceptance_rate": 1.0,
+            },
+        ),
         (None, (0, 0, 600, 400), None),
         (None, (3, 0, 0, 0), None),
     ],
