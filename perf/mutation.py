@@ -48,10 +48,6 @@ MODULES: dict[str, tuple[str, ...]] = {
     "dflashctl/defects/predicates.py": ("tests/test_defects.py",),
     "dflashctl/metrics/startup.py": ("tests/test_metrics_formats.py",),
     "dflashctl/commands/smoke/checks.py": ("tests/test_smoke_checks.py",),
-}
-# Rule modules outside the set so far (docs/testing.md gives their first scores): run one by
-# naming it, e.g. `bin/mutation dflashctl/metrics/alarms.py`.
-LATER: dict[str, tuple[str, ...]] = {
     "dflashctl/metrics/alarms.py": (
         "tests/test_metrics_alarms.py",
         "tests/test_metrics_alarm_findings.py",
@@ -91,6 +87,9 @@ LATER: dict[str, tuple[str, ...]] = {
         "tests/test_verify_rules_table.py",
     ),
 }
+# Rule modules outside the set (none now: the alarm, parser and verify-config rule modules
+# joined it at >= 85 % each, docs/testing.md); run one by naming it.
+LATER: dict[str, tuple[str, ...]] = {}
 TESTS = {**MODULES, **LATER}
 
 DETECTED = ("killed", "timeout", "caught by type check")
