@@ -77,6 +77,7 @@ def cause_names(th: Thresholds, k: int | None, useful: int | None) -> dict[Cause
         "drift": C.cause_drift(th),
         "workload": C.cause_workload(th),
         "mask": C.cause_mask(th),
+        "rope": C.cause_rope(th),
         "layer_types": C.cause_layer_types(th),
         "block": C.cause_block(th, k),
         "known_defects": C.cause_known_defects(th),
@@ -827,7 +828,7 @@ EXPECTED = {
             "acceptance collapsed: mean acceptance length 1.20 (≤ 1.30) over 3000 drafted tokens "
             "at w0; position 1 accepts 20.0 %, positions 2-15 ~0 (a cliff: a config signature). "
             "The drafter is doing nothing useful and speculation costs time.",
-            ["mask", "layer_types", "block", "known_defects", "weak(1)", "revision"],
+            ["mask", "rope", "layer_types", "block", "known_defects", "weak(1)", "revision"],
         )
     ],
     "collapse, every draft rejected": [
@@ -1239,7 +1240,7 @@ EXPECTED = {
             "warning",
             "mean acceptance length 1.50 at w1 is below the expected 1.57+ for demo (1.57), but "
             "within the noise of its 28 drafts (± 0.28): judge more windows or more traffic",
-            ["mask", "layer_types", "block", "known_defects", "weak(1)"],
+            ["mask", "rope", "layer_types", "block", "known_defects", "weak(1)"],
         )
     ],
     "below, cold start": [

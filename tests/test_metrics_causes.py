@@ -450,6 +450,7 @@ def _dflash(th: Thresholds, k: int | None, at: int | None) -> dict[str, C.Cause]
         "weak": C.cause_weak(th),
         "weak_at": C.cause_weak(th, (at or 2) - 1),
         "mask": C.cause_mask(th),
+        "rope": C.cause_rope(th),
         "layer_types": C.cause_layer_types(th),
         "block": C.cause_block(th, k),
         "known": C.cause_known_defects(th),
@@ -462,8 +463,8 @@ def _dflash(th: Thresholds, k: int | None, at: int | None) -> dict[str, C.Cause]
     [
         ("all_rejected", None, 3, None, ["wiring", "mismatch", "known"]),
         ("dead", None, 3, None, ["mismatch", "swa", "thinking", "quant"]),
-        ("cliff", 2, 15, 16, ["mask", "layer_types", "block", "known", "weak_at"]),  # K = block - 1
-        ("cliff", 2, 16, 16, ["block", "mask", "layer_types", "known", "weak_at"]),  # K = block
+        ("cliff", 2, 15, 16, ["mask", "rope", "layer_types", "block", "known", "weak_at"]),
+        ("cliff", 2, 16, 16, ["block", "mask", "rope", "layer_types", "known", "weak_at"]),
         ("cliff", 5, 16, 16, ["block", "mask", "layer_types", "known", "weak_at"]),
         ("cliff", 5, None, 16, ["layer_types", "block", "mask", "known", "weak_at"]),
         ("cliff", 5, 16, None, ["layer_types", "block", "mask", "known", "weak_at"]),

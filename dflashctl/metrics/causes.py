@@ -325,7 +325,8 @@ def dflash_causes(signature: str, at: int | None, th: Thresholds, k: int | None)
     if signature == "cliff":
         block_first = th.block_size is not None and k is not None and k > th.block_size - 1
         if block_first:
-            order = [cause_block(th, k), cause_mask(th), cause_rope(th), cause_layer_types(th)]
+            rope = [cause_rope(th)] if at == 2 else []  # its signature: a cliff at 2
+            order = [cause_block(th, k), cause_mask(th), *rope, cause_layer_types(th)]
         elif at == 2:
             order = [cause_mask(th), cause_rope(th), cause_layer_types(th), cause_block(th, k)]
         else:
