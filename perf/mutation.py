@@ -52,6 +52,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_metrics_alarms.py",
         "tests/test_metrics_alarm_findings.py",
         "tests/test_metrics_patterns.py",
+        "tests/test_metrics_depth.py",  # the verified-depth guard
     ),
     "dflashctl/metrics/log_parse.py": (
         "tests/test_metrics_parse.py",
