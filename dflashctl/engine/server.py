@@ -502,6 +502,7 @@ def load_engine(args: argparse.Namespace) -> Any:
         if r.captured_source.startswith("dflash_config") or "eagle" in r.captured_source:
             aux = tuple(r.captured_layers or ())
             log.info("Using auxiliary layers from speculative config: %s", aux)
+    vocab = None if args.draft_vocab in (None, "none") else Path(args.draft_vocab)
     engine = Engine.load(
         args.model,
         args.drafter,
@@ -509,8 +510,10 @@ def load_engine(args: argparse.Namespace) -> Any:
         dtype=dtype,
         max_model_len=args.max_model_len,
         num_speculative_tokens=args.num_speculative_tokens,
-        draft_vocab=None if args.draft_vocab in (None, "none") else Path(args.draft_vocab),
+        draft_vocab=vocab if device == "cpu" else None,
     )
+    if vocab is not None and device != "cpu":  # the CUDA-graph step scores the whole vocabulary
+        log.info("Draft vocabulary %s: not used on %s (a CPU step)", vocab, device)
     if engine.draft_ids is not None:
         log.info("Draft vocabulary: %d tokens", len(engine.draft_ids))
     if not 0.0 <= args.draft_confidence < 1.0:
