@@ -20,17 +20,23 @@ SC = json.dumps(
 )
 
 
+def save(name: str, port: int, engine: str, model: str, model_id: str, cmd: list[str],
+         spec: bool) -> None:  # fmt: skip
+    """A deployment as `dflashctl serve` records it."""
+    state.save(
+        state.Deployment(
+            name=name, engine=engine, host=None, url=f"http://127.0.0.1:{port}", pid=os.getpid(),
+            starttime=0, log="/dev/null", run_dir="/tmp", port=port, bind="127.0.0.1",
+            model=model, model_id=model_id, drafter=None, cmd=cmd, started_at=state.now_iso(),
+            spec="dflash" if spec else "none",
+        )
+    )  # fmt: skip
+
+
 def record(name: str, port: int, *flags: str, spec: bool = True) -> None:
     cmd = ["vllm", "serve", "Qwen/Qwen3-8B", "--port", str(port)]
     cmd += ["--speculative-config", SC] if spec else []
-    state.save(
-        state.Deployment(
-            name=name, engine="vllm", host=None, url=f"http://127.0.0.1:{port}", pid=os.getpid(),
-            starttime=0, log="/dev/null", run_dir="/tmp", port=port, bind="127.0.0.1",
-            model="Qwen/Qwen3-8B", model_id="Qwen/Qwen3-8B", drafter=None, cmd=cmd + list(flags),
-            started_at=state.now_iso(), spec="dflash" if spec else "none",
-        )
-    )  # fmt: skip
+    save(name, port, "vllm", "Qwen/Qwen3-8B", "Qwen/Qwen3-8B", cmd + list(flags), spec)
 
 
 def test_matched_servers_pass_and_a_url_is_noted():
@@ -71,17 +77,10 @@ def test_allow_unmatched_keeps_the_difference_in_the_notes():
 
 def record_llama(name: str, port: int, *flags: str, spec: bool = True) -> None:
     """A llama-server deployment as `serve --engine llama.cpp` records it."""
-    cmd = ["llama-server", "-m", "/m/Qwen3-8B-Q4_K_M.gguf", "--port", str(port)]
+    model = "/m/Qwen3-8B-Q4_K_M.gguf"
+    cmd = ["llama-server", "-m", model, "--port", str(port)]
     cmd += ["-md", "/m/Qwen3-8B-DFlash-b16.gguf", "--spec-type", "draft-dflash"] if spec else []
-    state.save(
-        state.Deployment(
-            name=name, engine="llama.cpp", host=None, url=f"http://127.0.0.1:{port}",
-            pid=os.getpid(), starttime=0, log="/dev/null", run_dir="/tmp", port=port,
-            bind="127.0.0.1", model="/m/Qwen3-8B-Q4_K_M.gguf", model_id="Qwen3-8B-Q4_K_M",
-            drafter=None, cmd=cmd + list(flags), started_at=state.now_iso(),
-            spec="dflash" if spec else "none",
-        )
-    )  # fmt: skip
+    save(name, port, "llama.cpp", model, "Qwen3-8B-Q4_K_M", cmd + list(flags), spec)
 
 
 @pytest.mark.parametrize(
