@@ -56,3 +56,43 @@ def test_tiny_training_exports_a_drafter_for_its_target_and_resumes_from_it(
         "--set", f"init_from={drafter / 'model.safetensors'}",
     )  # fmt: skip
     assert f"round 1: from {drafter / 'model.safetensors'}" in resumed
+
+
+def test_a_second_round_of_prompts_is_appended_and_the_answers_made_keep_their_rows(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    work = tmp_path / "w"
+    train(work, tmp_path / "o", "--stages", "prompts,answers")
+    first = json.loads((work / "prompts.json").read_text())
+    made = torch.load(work / "answers-000000.pt")
+    assert first["report"]["rounds"] == {"1": len(first["prompts"])}
+
+    log = train(work, tmp_path / "o", "--stages", "prompts,answers", "--set", "prompt_round=2")
+    second = json.loads((work / "prompts.json").read_text())
+    n1 = len(first["prompts"])
+    assert second["prompts"][:n1] == first["prompts"]  # round 1 untouched, in place
+    fresh = second["prompts"][n1:]
+    assert fresh and all(p["round"] == 2 for p in fresh)
+    assert second["report"]["rounds"] == {"1": n1, "2": len(fresh)}
+    texts = [p["prompt"] for p in second["prompts"]]
+    assert len(set(texts)) == len(texts)  # nothing sampled twice is kept twice
+
+    # the first chunk is as it was; the new round is answered in a chunk from where it stopped
+    again = torch.load(work / "answers-000000.pt")
+    assert again["prompt_index"] == made["prompt_index"] and torch.equal(
+        again["tokens"], made["tokens"]
+    )
+    rows = len(made["lens"])
+    follow = torch.load(work / f"answers-{rows:06d}.pt")
+    assert set(made["prompt_index"]) == set(range(n1))  # tiny turns: every prompt fits
+    assert set(follow["prompt_index"]) == set(range(n1, len(texts)))
+    assert f"answers-{rows:06d}.pt" in log
+
+    # a third call with the same round samples nothing and answers nothing new
+    train(work, tmp_path / "o", "--stages", "prompts,answers", "--set", "prompt_round=2")
+    assert json.loads((work / "prompts.json").read_text()) == second
+    assert sorted(p.name for p in work.glob("answers-*.pt")) == sorted(
+        ["answers-000000.pt", f"answers-{rows:06d}.pt"]
+    )

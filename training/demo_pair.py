@@ -169,6 +169,7 @@ class Sizes:
     draft_lr: float = 6e-4
     draft_round: int = 1  # >1: a further cosine round, started from the last round's weights
     init_from: str = ""  # a drafter's model.safetensors to start round 1 from
+    prompt_round: int = 1  # > the prompts file's last round: sample n_prompts more (with mix)
     eval_tokens: int = 192
 
     @classmethod
@@ -294,9 +295,48 @@ def user_turn_prefix(tok: ChatTokenizer, opening: str) -> list[int]:
 
 
 def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
+    """prompts.json: user turns sampled from the target itself, in rounds. Round 1 is the first
+    file; `prompt_round` > the file's last round samples `n_prompts` more (with `mix`), keeps
+    those not already there, and appends them tagged with the round, so the answers already
+    made (one shuffled order per round) keep their rows."""
     path = work / "prompts.json"
-    if path.exists():
+    old = json.loads(path.read_text("utf-8")) if path.exists() else None
+    have = [] if old is None else old["prompts"]
+    before = {} if old is None else old["report"]
+    last = max((p.get("round", 1) for p in have), default=0)
+    if old is not None and sz.prompt_round <= last:
         return
+    rnd = max(sz.prompt_round, 1) if old is not None else 1
+    seen = {p["prompt"] for p in have}
+    fresh, leaked = [], set()
+    for p in sample_prompts(work, sz, dev, seed + 1000 * (rnd - 1)):
+        found = held_out_inside(p["prompt"])
+        leaked.update(found)
+        if not found and p["prompt"] not in seen:
+            seen.add(p["prompt"])
+            fresh.append(p | ({"round": rnd} if rnd > 1 else {}))
+    report = {
+        "prompts": len(have) + len(fresh),
+        "by_kind": {
+            k: sum(p["kind"] == k for p in have + fresh) for k in (*OPENINGS, "code")
+        },
+        "eval_prompts_found_in_training_prompts": sorted(
+            leaked | set(before.get("eval_prompts_found_in_training_prompts", []))
+        ),
+        "examples": [p["prompt"] for p in (have + fresh)[:40]],
+        "rounds": {**before.get("rounds", {"1": len(have)} if have else {}), str(rnd): len(fresh)},
+    }  # fmt: skip
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(
+        json.dumps({"report": report, "prompts": have + fresh}, ensure_ascii=False) + "\n", "utf-8"
+    )
+    os.replace(tmp, path)
+    log("prompts", {k: v for k, v in report.items() if k != "examples"})
+
+
+def sample_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> list[dict]:
+    """`n_prompts` user turns in the `mix` of kinds, sampled from the target (temperature 1,
+    top-k 200) after each kind's openings; kept when the turn ended and says something."""
     d = target_dir(work)
     tok = ChatTokenizer(d)
     model = load_target(work, dev, getattr(torch, sz.prompt_dtype))  # sampled: precision is moot
@@ -326,30 +366,7 @@ def make_prompts(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         took = time.time() - t0
         log(f"prompts: {len(prompts)} after {i + len(chunk)} sampled ({took:.0f}s, "
             f"{n_tok / took:.0f} tok/s, {batcher.how})")  # fmt: skip
-    seen: set[str] = set()
-    unique = []
-    for p in prompts:
-        if p["prompt"] not in seen:
-            seen.add(p["prompt"])
-            unique.append(p)
-    leaked: set[str] = set()
-    kept = []
-    for p in unique:
-        found = held_out_inside(p["prompt"])
-        leaked.update(found)
-        if not found:
-            kept.append(p)
-    unique = kept
-    report = {
-        "prompts": len(unique),
-        "by_kind": {k: sum(p["kind"] == k for p in unique) for k in (*OPENINGS, "code")},
-        "eval_prompts_found_in_training_prompts": sorted(leaked),
-        "examples": [p["prompt"] for p in unique[:40]],
-    }
-    path.write_text(
-        json.dumps({"report": report, "prompts": unique}, ensure_ascii=False) + "\n", "utf-8"
-    )
-    log("prompts", {k: v for k, v in report.items() if k != "examples"})
+    return prompts
 
 
 # ---------------------------------------------------------------------------------- answers
@@ -359,28 +376,32 @@ ANSWER_CHUNK = 8192  # prompts per answers file: a killed run loses at most one 
 
 
 def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
-    """Greedy answers to the prompts in a fixed shuffled order, one file per chunk of
-    ANSWER_CHUNK (`answers-START.pt`), resumable; `max_answers` caps the prompts answered and
+    """Greedy answers to the prompts in a fixed order (`answer_order`), one file per chunk of at
+    most ANSWER_CHUNK rows (`answers-START.pt` holds rows START.. of that order), resumable: a
+    chunk left short because the prompts ran out is followed, once a new round of prompts
+    exists, by one from where it stopped. `max_answers` caps the prompts answered and
     `gen_minutes` the time spent (a started chunk is finished)."""
     d = target_dir(work)
     tok = ChatTokenizer(d)
     prompts = json.loads((work / "prompts.json").read_text("utf-8"))["prompts"]
     encoded = [tok.apply_chat_template([{"role": "user", "content": p["prompt"]}]) for p in prompts]
-    keep = [i for i, e in enumerate(encoded) if len(e) <= MAX_PROMPT]
-    random.Random(0).shuffle(keep)
+    keep = answer_order(prompts, encoded)
     stop = min(len(keep), sz.max_answers or len(keep))
-    batcher, t_start = None, time.time()
-    for start in range(0, stop, ANSWER_CHUNK):
-        path = work / f"answers-{start:06d}.pt"
-        if path.exists():
+    made = answered_rows(work)
+    batcher, t_start, start = None, time.time(), 0
+    while start < stop:
+        if start in made:
+            start += made[start]
             continue
+        end = min((start // ANSWER_CHUNK + 1) * ANSWER_CHUNK, stop, *(s for s in made if s > start))
+        path = work / f"answers-{start:06d}.pt"
         if sz.gen_minutes and time.time() - t_start > sz.gen_minutes * 60:
             log(f"answers: gen_minutes={sz.gen_minutes} spent, stopping before row {start}")
             break
         if batcher is None:
             model = load_target(work, dev, getattr(torch, sz.gen_dtype))
             batcher = generator(model, sz.gen_batch, MAX_PROMPT, sz.gen_tokens)
-        order = sorted(keep[start : min(start + ANSWER_CHUNK, stop)], key=lambda i: len(encoded[i]))
+        order = sorted(keep[start:end], key=lambda i: len(encoded[i]))
         rows, t0, n_tok = [], time.time(), 0
         for j in range(0, len(order), sz.gen_batch):
             idx = order[j : j + sz.gen_batch]
@@ -392,6 +413,31 @@ def make_answers(work: Path, sz: Sizes, dev: torch.device) -> None:
             log(f"answers {start}+{j + len(idx)}: {n_tok} tokens, {n_tok / took:.0f} tok/s, "
                 f"{batcher.how}")  # fmt: skip
         save_answers(path, rows, prompts, f"{dev.type} {sz.gen_dtype}")
+        start = end
+
+
+def answered_rows(work: Path) -> dict[int, int]:
+    """{START: rows} of the answers files made so far."""
+    return {
+        int(path.stem.split("-")[1]): len(torch.load(path)["lens"])
+        for path in work.glob("answers-*.pt")
+    }
+
+
+def answer_order(prompts: list[dict], encoded: list[list[int]]) -> list[int]:
+    """The prompts that fit, in the order they are answered: each round of prompts shuffled
+    on its own (round 1 with seed 0, as before rounds existed) and the rounds in turn, so a
+    new round leaves the rows of the answers files already made where they were."""
+    order: list[int] = []
+    for rnd in sorted({p.get("round", 1) for p in prompts}):
+        keep = [
+            i
+            for i, e in enumerate(encoded)
+            if prompts[i].get("round", 1) == rnd and len(e) <= MAX_PROMPT
+        ]
+        random.Random(0 if rnd == 1 else rnd).shuffle(keep)
+        order += keep
+    return order
 
 
 def save_answers(

