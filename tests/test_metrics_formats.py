@@ -265,3 +265,18 @@ def test_the_prefix_reuse_finding_without_a_timestamp() -> None:
     assert [f.to_json() for f in found] == [reuse_off_finding("", "x.log")]
     state.prefix_reuse_off = None
     assert startup_warnings(state, Thresholds(source="x.log")) == []
+
+
+def test_the_latest_window_heading_names_its_time_only_when_there_is_one(
+    capsys, monkeypatch
+) -> None:
+    """A pasted line without a time: the heading is just 'Latest window' (no trailing blank);
+    a vLLM log's shows the time as vLLM wrote it."""
+    from support.cli import run_main
+
+    _code, out, _err = run_main(monkeypatch, capsys, "metrics",
+                                str(FORMATS / "vllm_fields_one_line.txt"))  # fmt: skip
+    assert "Latest window" in out.splitlines()
+    _code, out, _err = run_main(monkeypatch, capsys, "metrics", str(DATA / "vllm_034_healthy.log"))
+    heading = [ln for ln in out.splitlines() if ln.startswith("Latest window")]
+    assert heading == ["Latest window 11-20 10:02:20 (engine 0)"]

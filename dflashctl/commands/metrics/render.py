@@ -65,8 +65,9 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
         soft_wrap=True,
     )
     if w is not None:
+        when = f" {escape(w.timestamp_raw)}" if w.timestamp_raw else ""
         where = f" ({escape(w.stream)})" if w.stream else ""
-        console.print(f"\n[bold]Latest window[/bold] {w.timestamp_raw or ''}{where}")
+        console.print(f"\n[bold]Latest window[/bold]{when}{where}")
         console.print(
             f"  mean acceptance length [bold]{_f(w.mean_acceptance_length)}[/bold]   "
             f"draft acceptance [bold]{_pct(w.draft_acceptance_rate)}[/bold]   "
