@@ -195,10 +195,8 @@ TOKEN_ROWS = [  # (text length, tokens, text events) with max_tokens 16
      "decode speed cannot be measured without the token count")),
     (40, 17, 5, row("completion_tokens", "fail", "17 tokens reported, more than max_tokens 16")),
     (40, 16, 5, row("completion_tokens", "ok", "16 tokens for 40 characters (2.5 a token)")),
-    (40, 0, 0, row("completion_tokens", "fail", "0 tokens reported for 40 characters", None,
-                   None)),
-    (0, 0, 0, row("completion_tokens", "warning", "0 tokens reported for 0 characters", None,
-                  None)),
+    (40, 0, 0, row("completion_tokens", "fail", "0 tokens reported for 40 characters")),
+    (0, 0, 0, row("completion_tokens", "warning", "0 tokens reported for 0 characters")),
     (0, 3, 0, row("completion_tokens", "fail", "3 tokens reported but no text arrived",
                   "the tokens decode to nothing: special tokens only, or a tokenizer mismatch")),
     (40, 4, 5, row("completion_tokens", "fail", "4 tokens reported but the text came in 5 pieces "

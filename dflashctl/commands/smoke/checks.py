@@ -141,7 +141,12 @@ def tokens_check(c: Completion, max_tokens: int) -> Row:
         )
     if n == 0:
         status = FAIL if text else WARNING
-        return Row("completion_tokens", status, f"0 tokens reported for {len(text)} characters")
+        return Row(
+            "completion_tokens",
+            status,
+            f"0 tokens reported for {len(text)} characters",
+            prompt=c.prompt_id,
+        )
     if not text:
         return Row(
             "completion_tokens",
