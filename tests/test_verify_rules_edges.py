@@ -32,6 +32,15 @@ VOCAB_ROWS = (
     "weights: draft vocabulary",
 )
 AUX_ROWS = ("aux layers", "aux layers (sglang)", "aux layers (vllm V1)", "aux layers (vllm V2)")
+ROPE_ROWS = tuple(
+    f"{prefix}{key}"
+    for prefix in ("", "rope: ")
+    for key in (
+        "rope_parameters.partial_rotary_factor",
+        "rope_scaling.partial_rotary_factor",
+        "partial_rotary_factor",
+    )
+)
 TOP_ONLY = {"dflash_config/target_layer_ids": DEL}  # with "target_layer_ids" at the top level
 
 
@@ -59,7 +68,8 @@ def changed(case: dict[str, Any], tmp: Path) -> list[tuple[Any, ...]]:
     """The rows the case's edit adds (+) and removes (-) against the unedited config with the
     same entry (`entry`: the published one, None, or an edited one), engine, target (`target`:
     an edit of the target config, or no target) and weights (`tensors`: an edit of the
-    published tensors, `dtype` theirs, `shards` files; or no header)."""
+    published tensors, `dtype` theirs, `shards` files; or no header). `all`: every row of the
+    edited config, marked "=", in place of the difference; `only`: the rows of those names."""
     engine = case.get("engine", "vllm")
     ent = case.get("entry", ENTRY)
     target_edit, tensors = case.get("target"), case.get("tensors")
@@ -89,6 +99,8 @@ def changed(case: dict[str, Any], tmp: Path) -> list[tuple[Any, ...]]:
     )
     a, b = [row(r) for r in base], [row(r) for r in got]
     out = [("-", *r) for r in a if r not in b] + [("+", *r) for r in b if r not in a]
+    if case.get("all"):  # the rows themselves, those the base has too included
+        out = [("=", *r) for r in b]
     only = case.get("only")
     return [r for r in out if r[1] in only] if only else out
 
@@ -504,6 +516,41 @@ CASES: dict[str, dict[str, Any]] = {
     "an lm_head of 32000 rows, no draft vocab": {
         "tensors": {"lm_head.weight": ("BF16", [32000, 5120])},
         "only": VOCAB_ROWS,
+    },
+    # registry fields with no published value, partial RoPE
+    "registry fields not published": {
+        "entry": entry(not_published=frozenset({"sliding_window", "block_size"})),
+        "all": True,
+        "only": ("registry: not published",),
+    },
+    "rope partial 0.25": {
+        "cfg": {"rope_parameters/partial_rotary_factor": 0.25},
+        "only": ROPE_ROWS,
+    },
+    "rope partial 0.3, the target's 0.3": {
+        "cfg": {"rope_parameters/partial_rotary_factor": 0.3},
+        "target": {"text_config/rope_parameters": {"partial_rotary_factor": 0.3}},
+        "only": ROPE_ROWS,
+    },
+    "rope partial 0.25, the target's 0.5": {
+        "cfg": {"rope_parameters/partial_rotary_factor": 0.25},
+        "target": {"text_config/partial_rotary_factor": 0.5},
+        "only": ROPE_ROWS,
+    },
+    "rope partial 0.5 in rope_scaling, no head_dim": {
+        "cfg": {"rope_scaling": {"partial_rotary_factor": 0.5}, "head_dim": DEL},
+        "only": ROPE_ROWS,
+    },
+    "rope partial 0.5 at the top, head_dim 0": {
+        "cfg": {"partial_rotary_factor": 0.5, "head_dim": 0},
+        "entry": None,
+        "only": ROPE_ROWS,
+    },
+    "rope partial 1": {"cfg": {"rope_parameters/partial_rotary_factor": 1}, "only": ROPE_ROWS},
+    "rope partial 0": {"cfg": {"rope_parameters/partial_rotary_factor": 0}, "only": ROPE_ROWS},
+    "rope partial 1.01": {
+        "cfg": {"rope_parameters/partial_rotary_factor": 1.01},
+        "only": ROPE_ROWS,
     },
 }
 
@@ -2066,6 +2113,132 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
                 " 0.000 while the text stays right (vllm-ascend#11374, "
                 "local-inference-lab/vllm#54)"
             ),
+        ),
+    ],
+    "registry fields not published": [
+        (
+            "=",
+            "registry: not published",
+            "ok",
+            ["block_size", "sliding_window"],
+            None,
+            (
+                "qwen3.6-27b-dflash's sources give no value for these: nothing here "
+                "is checked against the registry for them, only the rules that need "
+                "no published value"
+            ),
+        ),
+    ],
+    "rope partial 0.25": [
+        (
+            "+",
+            "rope: rope_parameters.partial_rotary_factor",
+            "warning",
+            0.25,
+            None,
+            (
+                "vLLM rotates only head_dim × 0.25 of each drafter q/k head (32 of "
+                "128 dims), as this config says; right only if the drafter was "
+                "trained that way. Trainers that copied the target's factor but "
+                "rotated the whole head (speculators before PR #733, DeepSpec's "
+                "DSpark, deepseek-ai/DeepSpec#71) give a silent collapse "
+                "(vllm-project/speculators#613: mean acceptance ~1.2); if yours did, "
+                "set it to 1.0 (DeepSpec#72: 1.4 → 2.59)"
+            ),
+        ),
+    ],
+    "rope partial 0.3, the target's 0.3": [
+        (
+            "+",
+            "rope: rope_parameters.partial_rotary_factor",
+            "warning",
+            0.3,
+            None,
+            (
+                "vLLM rotates only head_dim × 0.3 of each drafter q/k head (38 of 128"
+                " dims), as this config says; right only if the drafter was trained "
+                "that way. Trainers that copied the target's factor but rotated the "
+                "whole head (speculators before PR #733, DeepSpec's DSpark, "
+                "deepseek-ai/DeepSpec#71) give a silent collapse "
+                "(vllm-project/speculators#613: mean acceptance ~1.2); if yours did, "
+                "set it to 1.0 (DeepSpec#72: 1.4 → 2.59); the target declares 0.3 "
+                "too: the pattern of a copied value"
+            ),
+        ),
+    ],
+    "rope partial 0.25, the target's 0.5": [
+        (
+            "+",
+            "rope: rope_parameters.partial_rotary_factor",
+            "warning",
+            0.25,
+            None,
+            (
+                "vLLM rotates only head_dim × 0.25 of each drafter q/k head (32 of "
+                "128 dims), as this config says; right only if the drafter was "
+                "trained that way. Trainers that copied the target's factor but "
+                "rotated the whole head (speculators before PR #733, DeepSpec's "
+                "DSpark, deepseek-ai/DeepSpec#71) give a silent collapse "
+                "(vllm-project/speculators#613: mean acceptance ~1.2); if yours did, "
+                "set it to 1.0 (DeepSpec#72: 1.4 → 2.59)"
+            ),
+        ),
+    ],
+    "rope partial 0.5 in rope_scaling, no head_dim": [
+        (
+            "+",
+            "rope: rope_scaling.partial_rotary_factor",
+            "warning",
+            0.5,
+            None,
+            (
+                "vLLM rotates only head_dim × 0.5 of each drafter q/k head, as this "
+                "config says; right only if the drafter was trained that way. "
+                "Trainers that copied the target's factor but rotated the whole head "
+                "(speculators before PR #733, DeepSpec's DSpark, "
+                "deepseek-ai/DeepSpec#71) give a silent collapse "
+                "(vllm-project/speculators#613: mean acceptance ~1.2); if yours did, "
+                "set it to 1.0 (DeepSpec#72: 1.4 → 2.59)"
+            ),
+        ),
+    ],
+    "rope partial 0.5 at the top, head_dim 0": [
+        (
+            "+",
+            "rope: partial_rotary_factor",
+            "warning",
+            0.5,
+            None,
+            (
+                "vLLM rotates only head_dim × 0.5 of each drafter q/k head, as this "
+                "config says; right only if the drafter was trained that way. "
+                "Trainers that copied the target's factor but rotated the whole head "
+                "(speculators before PR #733, DeepSpec's DSpark, "
+                "deepseek-ai/DeepSpec#71) give a silent collapse "
+                "(vllm-project/speculators#613: mean acceptance ~1.2); if yours did, "
+                "set it to 1.0 (DeepSpec#72: 1.4 → 2.59)"
+            ),
+        ),
+    ],
+    "rope partial 1": [],
+    "rope partial 0": [
+        (
+            "+",
+            "rope_parameters.partial_rotary_factor",
+            "invalid",
+            0.0,
+            "a fraction in (0, 1]",
+            "the share of each head RoPE rotates",
+        ),
+    ],
+    "rope partial 1.01": [
+        (
+            "+",
+            "rope_parameters.partial_rotary_factor",
+            "invalid",
+            1.01,
+            "a fraction in (0, 1]",
+            "the share of each head RoPE rotates",
         ),
     ],
 }
