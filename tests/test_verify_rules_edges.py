@@ -25,6 +25,7 @@ from dflashctl.drafter.rules.weights import _human_bytes
 SLIDING, FULL = "sliding_attention", "full_attention"
 IDS = [1, 16, 31, 46, 61]  # the published target_layer_ids (and build_target_layer_ids(64, 5))
 VOCAB_ROWS = (
+    "draft_vocab_size",
     "weights: embed_tokens/lm_head",
     "weights: lm_head.weight",
     "weights: d2t",
@@ -321,6 +322,11 @@ CASES: dict[str, dict[str, Any]] = {
             dflash_config=(("conv_kernel_size", 4),), unconfirmed=frozenset({"conv_kernel_size"})
         ),
         "only": ("dflash_config.conv_kernel_size",),
+    },
+    "draft vocab other than the entry's": {
+        "cfg": {"draft_vocab_size": 16000},
+        "entry": entry(draft_vocab_size=32000),
+        "only": ("draft_vocab_size",),
     },
     "dflash_config key same": {
         "cfg": {"dflash_config/conv_kernel_size": 4},
@@ -1361,6 +1367,42 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
             (
                 "the registry value is unconfirmed (dflash-facts.md §4 (SpecForge + "
                 "third party); acceptance: SPEC.md field story)"
+            ),
+        ),
+    ],
+    "draft vocab other than the entry's": [
+        (
+            "-",
+            "draft_vocab_size",
+            "missing",
+            None,
+            32000,
+            (
+                "the published drafter has its own, reduced draft vocabulary; a "
+                "config without draft_vocab_size does not say so"
+            ),
+        ),
+        (
+            "+",
+            "draft_vocab_size",
+            "mismatch",
+            16000,
+            32000,
+            (
+                "another draft vocabulary than the published drafter's: its lm_head "
+                "and d2t in the weights decide which"
+            ),
+        ),
+        (
+            "+",
+            "draft_vocab_size",
+            "warning",
+            16000,
+            248320,
+            (
+                "a draft vocabulary of 16000 tokens needs the drafter's own lm_head "
+                "[16000, hidden] and a d2t map [16000] in the weights; none were "
+                "read, so neither is checked"
             ),
         ),
     ],
