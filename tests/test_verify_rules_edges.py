@@ -375,6 +375,10 @@ CASES: dict[str, dict[str, Any]] = {
         "tensors": {f"layers.{i}.input_layernorm.weight": ("BF16", [5120]) for i in (5, 6, 7)},
         "only": ("weights: layers",),
     },
+    "weights, nine layers": {
+        "tensors": {f"layers.{i}.input_layernorm.weight": ("BF16", [5120]) for i in range(5, 9)},
+        "only": ("weights: layers",),
+    },
     "weights, fc without layer ids": {
         "tensors": {"fc.weight": ("BF16", [5120, 5120 * 4])},
         "cfg": {"dflash_config/target_layer_ids": DEL},
@@ -549,6 +553,11 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "rope partial 0.5 at the top, head_dim 0": {
         "cfg": {"partial_rotary_factor": 0.5, "head_dim": 0},
+        "entry": None,
+        "only": ROPE_ROWS,
+    },
+    "rope partial 0.5, head_dim 1": {
+        "cfg": {"partial_rotary_factor": 0.5, "head_dim": 1},
         "entry": None,
         "only": ROPE_ROWS,
     },
@@ -1623,6 +1632,27 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
             ),
         ),
     ],
+    "weights, nine layers": [
+        (
+            "-",
+            "weights: layers",
+            "ok",
+            5,
+            5,
+            None,
+        ),
+        (
+            "+",
+            "weights: layers",
+            "mismatch",
+            9,
+            5,
+            (
+                "the weights hold layers [0, 1, 2, 3, 4, 5, 6, 7]…, the config says "
+                "num_hidden_layers 5"
+            ),
+        ),
+    ],
     "weights, fc without layer ids": [
         (
             "-",
@@ -2256,6 +2286,24 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
                 "config says; right only if the drafter was trained that way. "
                 "Trainers that copied the target's factor but rotated the whole head "
                 "(speculators before PR #733, DeepSpec's DSpark, "
+                "deepseek-ai/DeepSpec#71) give a silent collapse "
+                "(vllm-project/speculators#613: mean acceptance ~1.2); if yours did, "
+                "set it to 1.0 (DeepSpec#72: 1.4 → 2.59)"
+            ),
+        ),
+    ],
+    "rope partial 0.5, head_dim 1": [
+        (
+            "+",
+            "rope: partial_rotary_factor",
+            "warning",
+            0.5,
+            None,
+            (
+                "vLLM rotates only head_dim × 0.5 of each drafter q/k head (0 of 1 "
+                "dims), as this config says; right only if the drafter was trained "
+                "that way. Trainers that copied the target's factor but rotated the "
+                "whole head (speculators before PR #733, DeepSpec's DSpark, "
                 "deepseek-ai/DeepSpec#71) give a silent collapse "
                 "(vllm-project/speculators#613: mean acceptance ~1.2); if yours did, "
                 "set it to 1.0 (DeepSpec#72: 1.4 → 2.59)"
