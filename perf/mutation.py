@@ -78,14 +78,17 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_verify_rules_table.py",
         "tests/test_verify_speculators.py",
         "tests/test_verify_gguf.py",
+        "tests/test_verify_rules_edges.py",
     ),
     "dflashctl/drafter/rules/target.py": (
         "tests/test_verify_config.py",
         "tests/test_verify_rules_table.py",
+        "tests/test_verify_rules_edges.py",
     ),
     "dflashctl/drafter/rules/weights.py": (
         "tests/test_verify_config.py",
         "tests/test_verify_rules_table.py",
+        "tests/test_verify_rules_edges.py",
     ),
 }
 # Rule modules outside the set (none now: the alarm, parser and verify-config rule modules

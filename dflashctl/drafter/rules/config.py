@@ -148,7 +148,7 @@ def check_mask(c: Ctx) -> None:
     raw = r.mask_token_raw
     if not is_int(raw) or raw < 0:
         c.add(
-            "dflash_config.mask_token_id" if "dflash" in r.mask_source else r.mask_source,
+            r.mask_source,  # the key read: dflash_config.mask_token_id, mask_token_id, …
             "invalid",
             raw,
             expected if expected is not None else "an integer token id",
@@ -322,8 +322,8 @@ def check_layer_ids(c: Ctx) -> None:
     check_aux(c)
 
 
-def aux_text(layers: list[Any] | None) -> str | None:
-    return "(" + ", ".join(str(i) for i in layers) + ")" if layers is not None else None
+def aux_text(layers: list[Any]) -> str:
+    return "(" + ", ".join(str(i) for i in layers) + ")"
 
 
 def check_aux(c: Ctx) -> None:
