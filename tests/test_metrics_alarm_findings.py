@@ -2524,3 +2524,39 @@ def test_weak_positions_when_position_one_is_itself_near_zero() -> None:
     useful, so there is no tail to name (and the count stops at position 1)."""
     th = Thresholds(healthy_first_position=0.01)
     assert evaluate(st([win(2.0, pp=[0.015, 0.0, 0.0])]), th) == []
+
+
+@pytest.mark.parametrize(
+    "mean, want",
+    [
+        (1.0, [("speculation_off_large_batch", "warning")]),
+        (1.004, [("speculation_off_large_batch", "warning")]),  # printed 1.00
+        (1.3, [("collapse", "alarm")]),  # rounds to 1 whole, but 1.30 is no 1.00
+        (1.49, []),
+    ],
+)
+def test_speculation_off_is_a_printed_tau_of_one_00(
+    mean: float, want: list[tuple[str, str]]
+) -> None:
+    w = win(mean, rate=0.0, drafted=None, engine="sglang", pp=[], running_reqs=40)
+    assert kinds(evaluate(st([w]), DEFAULT)) == want
+
+
+@pytest.mark.parametrize(
+    "first, cliff",
+    [
+        (0.061, "; positions 3-3 fell to ~0 (the long-context cliff pattern)"),
+        (0.06, ""),  # 3 × the 2 % "near zero": not a position that fell
+    ],
+)
+def test_decay_names_positions_that_fell_from_over_three_times_near_zero(
+    first: float, cliff: str
+) -> None:
+    ws = _decay([3.0, 3.0, 3.0, 2.0, 2.0, 2.0])
+    ws[0].per_position = [0.9, 0.5, first]
+    ws[-1].per_position = [0.9, 0.5, 0.02]
+    (f,) = evaluate(st(ws), DEFAULT)
+    assert f.message == (
+        "acceptance is decaying: mean acceptance length fell from 3.00 (median of the first 2 "
+        f"windows) to 2.00 (median of the last 2) across 6 windows over 50 s{cliff}"
+    )

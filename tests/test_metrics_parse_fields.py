@@ -455,6 +455,26 @@ VLLM_CASES: list[tuple[str, object]] = [
             None,
         ),
     ),
+    (  # two writers' lines run together: the exact 0.10.2+ shape is read, not the first label
+        SPEC + "Foo: " + CURRENT[len(SPEC) - len("SpecDecoding metrics: ") :],
+        (
+            {
+                "accepted_throughput": 12.5,
+                "accepted_tokens": 125,
+                "draft_acceptance_rate": 0.312,
+                "drafted_throughput": 40.0,
+                "drafted_tokens": 400,
+                "engine": "vllm",
+                "format": "vllm-0.10.2+",
+                "mean_acceptance_length": 2.31,
+                "num_drafts": 100,
+                "per_position": [0.7, 0.4, 0.21, 0.0],
+            },
+            [],
+            False,
+            None,
+        ),
+    ),
     (
         SPEC + "Mean acceptance length: 3.00, Accepted: 100 tokens",
         (
@@ -593,6 +613,24 @@ COMPANION_CASES: list[tuple[str, object]] = [
         "Engine 000: Avg generation throughput: 3.0 tokens/s",
         ({"engine": "engine 0", "generation_throughput": 3.0}, True, None),
     ),
+    (  # two writers' lines run together: the exact `Engine NNN: Avg prompt …` shape is read
+        (
+            "(EngineCore pid=2) Engine 001: Running: 3 reqs, Waiting: 0 reqs(APIServer pid=1)"
+            " INFO 12-02 12:54:50 [loggers.py:335] Engine 000: Avg prompt throughput: 1.0"
+            " tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs"
+        ),
+        (
+            {
+                "engine": "engine 0",
+                "generation_throughput": 2.0,
+                "prompt_throughput": 1.0,
+                "running": 1.0,
+                "waiting": 0.0,
+            },
+            True,
+            None,
+        ),
+    ),
 ]
 
 CONFIG_CASES: list[tuple[str, object]] = [
@@ -651,6 +689,13 @@ CONFIG_CASES: list[tuple[str, object]] = [
         (
             "server_args=ServerArgs(model_path='a')"
             " server_args=ServerArgs(speculative_algorithm='EAGLE')"
+        ),
+        {"enabled": True, "engine": "sglang", "method": "EAGLE"},
+    ),
+    (  # two start-up lines run together: the fields after the first `server_args=` all count
+        (
+            "server_args=ServerArgs(speculative_algorithm='EAGLE')"
+            " server_args=ServerArgs(model_path='a')"
         ),
         {"enabled": True, "engine": "sglang", "method": "EAGLE"},
     ),
@@ -731,6 +776,24 @@ PREFIX_CASES: list[tuple[str, object]] = [
     ("[a]" + "y" * 72 + "[DP1] x", (None, "DP1", None)),
     ("y" * 60 + "[DP1] x", (None, "", None)),
     ("INFO 10-16 19:05:47 [DP1 TP0] x", ("10-16 19:05:47", "DP1", None)),
+    # vLLM's prefix in the first 200 characters wins over a bracketed date (a collector's
+    # stamp before it, a message after it); past 200, the bracketed date at the start wins
+    (
+        "[2026-11-20 10:02:15] (APIServer pid=7) INFO 12-02 12:56:32 [m.py:1] x",
+        ("12-02 12:56:32", "APIServer pid=7", "APIServer pid=7"),
+    ),
+    (
+        "(APIServer pid=7) INFO 12-02 12:56:32 [2026-11-20 10:02:15] x",
+        ("12-02 12:56:32", "APIServer pid=7", "APIServer pid=7"),
+    ),
+    (
+        "[2026-11-20 10:02:15] " + "y" * 141 + "(APIServer pid=7) INFO 12-02 12:56:32 x",
+        ("12-02 12:56:32", "APIServer pid=7", "APIServer pid=7"),
+    ),
+    (
+        "[2026-11-20 10:02:15] " + "y" * 142 + "(APIServer pid=7) INFO 12-02 12:56:32 x",
+        ("2026-11-20 10:02:15", "", None),
+    ),
 ]
 
 # (line, the plain line)
@@ -763,6 +826,10 @@ JSON_CASES: list[tuple[str, str]] = [
     ),
     ('{"log": " {\\"message\\": \\"m\\"}"}', "m"),
     ('{"message": "{\\"message\\": \\"m\\"}X"}', '{"message": "m"}X'),
+    # a message loses its trailing newlines only, whether or not it looks like a record
+    ('{"message": "{not json  \\n"}', "{not json  "),
+    ('{"message": "plain  \\n"}', "plain  "),
+    ('{"message": "endX\\n"}', "endX"),
 ]
 
 

@@ -5,14 +5,20 @@ real HTTP server on 127.0.0.1 (HTTP errors, HTML, an SGLang info page). No stand
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, fields
 from datetime import datetime
 
 import pytest
+from support.hostile import HostileServer, gzip_bomb
 from support.vllm_metrics import MetricsServer
 
 from dflashctl.errors import ServerError
+from dflashctl.http_body import BodyTooLarge
 from dflashctl.metrics.prom import (
     PageNotFound,
     PromReading,
@@ -497,3 +503,194 @@ def test_window_edges_of_one_draft_half_a_second_and_one_query() -> None:
     )
     w, _ = window_between(only_b, reading(vllm(10, 30, 10, ()), 1.0))
     assert w is not None and (w.drafted_tokens, w.draft_acceptance_rate) == (None, None)
+
+
+# ---- a family's samples after one the reader skips; the parser's own error, whole --------------
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        (  # vLLM's exposition (TYPE named with _total): a sample without a position first
+            "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n"
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0"} 7\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 5\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 3\n',
+            {"has_vllm": True, "per_pos": {0: 5.0, 1: 3.0}},
+        ),
+        (  # a llama.cpp family whose first sample (_sum) is not one of its counters
+            "# TYPE llamacpp:requests_processing summary\n"
+            "llamacpp:requests_processing_sum 3\n"
+            'llamacpp:requests_processing{quantile="0.5"} 2\n',
+            {"has_vllm": True, "engine": "llama.cpp", "running": 2.0},
+        ),
+        (  # a family named *_created: its _created sample skipped, the _sum after it read
+            "# TYPE vllm:spec_decode_num_drafts_created summary\n"
+            'vllm:spec_decode_num_drafts_created{quantile="0.5"} 1.7e9\n'
+            "vllm:spec_decode_num_drafts_created_sum 5\n",
+            {"has_vllm": True},
+        ),
+    ],
+)
+def test_a_skipped_sample_does_not_hide_the_rest_of_its_family(
+    text: str, want: dict[str, object]
+) -> None:
+    blank = asdict(PromReading(at=AT, monotonic=0.0))
+    got = asdict(reading(text))
+    assert {k: v for k, v in got.items() if v != blank[k]} == want
+
+
+def test_the_parsers_error_is_quoted_to_80_characters() -> None:
+    word = "not-a-number-but-a-word-long-enough-to-be-cut-" * 2
+    with pytest.raises(ServerError) as e:
+        parse_reading(f"vllm:x {word}\n", at=AT, monotonic=0.0, url="http://h/metrics")
+    assert e.value.message == (
+        "http://h/metrics is not Prometheus metrics text (could not convert string to float: "
+        f"'{word[:44]})"  # the parser's 36 characters, then 44 of the word: 80
+    )
+
+
+# ---- raw HTTP answers: redirects, headers, encodings, caps and deadlines -----------------------
+
+PLAIN = "text/plain; version=0.0.4"
+INFO = {"internal_states": [{"avg_spec_accept_length": 2.0}]}
+
+
+def answer(
+    status: int = 200,
+    body: bytes = b"vllm:x 1\n",
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", PLAIN),),
+    every: float | None = None,
+    wait: threading.Event | None = None,
+):
+    """A route of HostileServer: status, headers and body exactly as given (the body one byte
+    every `every` seconds when set; nothing at all until `wait` is set)."""
+
+    def route(h) -> None:  # type: ignore[no-untyped-def]
+        if wait is not None:
+            wait.wait(30)
+            return
+        h.send_response(status)
+        for k, v in headers:
+            h.send_header(k, v)
+        if every is None:
+            h.send_header("Content-Length", str(len(body)))
+        h.send_header("Connection", "close")
+        h.end_headers()
+        if every is None:
+            h.wfile.write(body)
+            return
+        h.wfile.flush()
+        for b in body:
+            h.wfile.write(bytes([b]))
+            h.wfile.flush()
+            time.sleep(every)
+
+    return route
+
+
+@functools.cache
+def bomb() -> bytes:
+    return gzip_bomb(33 << 20)  # 33 MiB of zeros: over the 32 MiB page cap once inflated
+
+
+def gzipped(status: int):  # type: ignore[no-untyped-def]
+    return answer(status, bomb(), (("Content-Type", PLAIN), ("Content-Encoding", "gzip")))
+
+
+# name -> (routes (given the event that releases a hung answer), timeout, the page's text or
+# (error class, message after the URL))
+PAGES: dict[str, tuple[Callable[[threading.Event], dict[str, object]], float, object]] = {
+    "a redirect is followed": (
+        lambda _: {
+            "/metrics": answer(302, b"", (("Location", "/real/metrics"),)),
+            "/real/metrics": answer(),
+        },
+        5.0,
+        "vllm:x 1\n",
+    ),
+    "no content type": (lambda _: {"/metrics": answer(headers=())}, 5.0, "vllm:x 1\n"),
+    "invalid UTF-8 is replaced": (
+        lambda _: {"/metrics": answer(body=b"# HELP vllm:x caf\xe9\nvllm:x 1\n")},
+        5.0,
+        "# HELP vllm:x caf\ufffd\nvllm:x 1\n",
+    ),
+    "a trickle past the deadline": (
+        lambda _: {"/metrics": answer(every=0.15)},
+        0.5,
+        (ServerError, " did not answer within 0.5 s"),
+    ),
+    "no answer at all": (
+        lambda hang: {"/metrics": answer(wait=hang)},
+        0.3,
+        (ServerError, " did not answer within 0.3 s"),
+    ),
+    "a gzip bomb stops at the cap": (
+        lambda _: {"/metrics": gzipped(200)},
+        20.0,
+        (BodyTooLarge, ": the answer is larger than 33554432 bytes (decompressed): refused"),
+    ),
+    "an error's body is never read": (
+        lambda _: {"/metrics": gzipped(400)},
+        20.0,
+        (ServerError, " answered HTTP 400"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_each_raw_answer_of_a_metrics_page(name: str) -> None:
+    routes, timeout, want = PAGES[name]
+    hang = threading.Event()
+    with HostileServer(routes(hang)) as s:  # type: ignore[arg-type]
+        url = f"{s.url}/metrics"
+        t0 = time.monotonic()
+        try:
+            got: object = fetch_text(url, timeout)
+        except ServerError as e:
+            got = (type(e), e.message.removeprefix(url))
+        finally:
+            hang.set()
+        # the deadline is the timeout given, not httpx's own default of 5 s
+        assert time.monotonic() - t0 < timeout + 2.5
+    assert got == want
+
+
+def info_page(size: int) -> bytes:
+    """INFO as JSON, padded to exactly `size` bytes."""
+    head = json.dumps({**INFO, "pad": ""}).encode()
+    return json.dumps({**INFO, "pad": "x" * (size - len(head))}).encode()
+
+
+@pytest.mark.parametrize(
+    "routes, base, want",
+    [
+        # a base with a path (a proxy's prefix) and a trailing slash
+        ({"/proxyX/server_info": answer(body=info_page(100))}, "/proxyX/", INFO),
+        ({"/server_info": answer(body=info_page(4 << 20))}, "", INFO),  # at the 4 MiB cap
+        ({"/server_info": answer(body=info_page((4 << 20) + 1))}, "", None),  # one byte over
+    ],
+)
+def test_server_info_at_its_base_and_its_cap(
+    routes: dict[str, object], base: str, want: object
+) -> None:
+    with HostileServer(routes) as s:  # type: ignore[arg-type]
+        got = fetch_server_info(s.url + base, 5)
+    assert (got if got is None else {"internal_states": got["internal_states"]}) == want
+
+
+def test_the_page_is_asked_for_in_gzip_or_deflate_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx's own default Accept-Encoding names every decoder installed (`br` with brotli,
+    `zstd` with zstandard), codings `read_body` refuses: the request names its own."""
+    import httpx
+
+    monkeypatch.setattr(httpx._client, "ACCEPT_ENCODING", "gzip, deflate, br, zstd")
+    asked: list[str | None] = []
+
+    def route(h) -> None:  # type: ignore[no-untyped-def]
+        asked.append(h.headers.get("Accept-Encoding"))
+        answer()(h)
+
+    with HostileServer({"/metrics": route}) as s:
+        assert fetch_text(f"{s.url}/metrics", 5) == "vllm:x 1\n"
+    assert asked == ["gzip, deflate"]
