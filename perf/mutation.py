@@ -44,8 +44,8 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_verify_serving.py",
     ),
     "dflashctl/drafter/rules/serving.py": ("tests/test_verify_serving.py",),
-    "dflashctl/defects/match.py": ("tests/test_defects.py",),
-    "dflashctl/defects/predicates.py": ("tests/test_defects.py",),
+    "dflashctl/defects/match.py": ("tests/test_defects.py", "tests/test_defects_llamacpp.py"),
+    "dflashctl/defects/predicates.py": ("tests/test_defects.py", "tests/test_defects_llamacpp.py"),
     "dflashctl/metrics/startup.py": ("tests/test_metrics_formats.py",),
     "dflashctl/commands/smoke/checks.py": ("tests/test_smoke_checks.py",),
     "dflashctl/metrics/alarms.py": (

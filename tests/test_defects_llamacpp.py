@@ -100,6 +100,25 @@ def test_split_mode_tensor_with_draft_dflash(argv, hit):
         assert "-sm layer" in m.defect.fix
 
 
+@pytest.mark.parametrize(
+    "argv, defect, flag_evidence",
+    [
+        ([*DFLASH, "-sm", "tensor"], TENSOR, "split mode (-sm): tensor (the launch command)"),
+        ([*DFLASH, "--spec-draft-p-min", "0"], P_MIN, "--spec-draft-p-min 0 (the launch command)"),
+        (DFLASH, P_MIN,
+         "--spec-draft-p-min not given: the build's default 0.0 (the launch command)"),
+    ],
+)  # fmt: skip
+def test_the_evidence_names_the_flag_as_it_was_read(argv, defect, flag_evidence):
+    """What `doctor` prints under a match: the build's range, the method, the flag's value."""
+    m = next(
+        m
+        for m in match(Facts("llama.cpp", "b9900", launch=from_argv("llama.cpp", argv)))
+        if m.defect.id == defect
+    )
+    assert m.evidence[1:] == ["speculative method dflash", flag_evidence]
+
+
 def test_launch_flags_read_from_a_llama_server_command_line():
     s = from_argv(
         "llama.cpp",

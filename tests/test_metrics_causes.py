@@ -156,6 +156,21 @@ CAUSE_TEXTS: list[tuple[str, str, str, str]] = [
         ),
     ),
     (
+        "cause_rope",
+        "FULL",
+        (
+            "RoPE trained one way, served another: the drafter's config declares a"
+            " partial_rotary_factor (copied from a Qwen3.5/3.6 or Gemma 4 target) that"
+            " its trainer ignored, rotating the whole head, while vLLM rotates only"
+            " that share (vllm-project/speculators#613, deepseek-ai/DeepSpec#71); the"
+            " log cannot tell this from a wrong mask id"
+        ),
+        (
+            "dflashctl verify-config DRAFTER_DIR --drafter qwen3-8b-dflash-b16"
+            " --target TARGET_DIR (the `rope: partial_rotary_factor` row)"
+        ),
+    ),
+    (
         "cause_layer_types",
         "FULL",
         (
