@@ -95,8 +95,13 @@ def test_the_exporter_counts_what_the_log_says_and_raises_the_alarm(tmp_path: Pa
                 f.write(sglang_line(1.0, 0.0))
                 f.flush()
                 time.sleep(0.1)
+        # the alarm may rise on a read that caught the lines still being written: wait for the
+        # alarm and for the last line to be counted
         deadline = time.monotonic() + 20
-        while exp.value("dflashctl_alarm", kind="collapse") is None:
+        while (
+            exp.value("dflashctl_alarm", kind="collapse") is None
+            or exp.value("dflashctl_spec_drafts_total", engine="sglang") != 1100.0
+        ):
             assert time.monotonic() < deadline, exp.samples()
             time.sleep(0.2)
         assert exp.value("dflashctl_spec_drafts_total", engine="sglang") == 1100.0
