@@ -50,6 +50,18 @@ CURRENT = (
     "throughput: 40.00 tokens/s, Accepted: 125 tokens, Drafted: 400 tokens, Per-position "
     "acceptance rate: 0.700, 0.400, 0.210, 0.000, Avg Draft acceptance rate: 31.2%"
 )
+CURRENT_WINDOW = {  # CURRENT's figures, as the window holds them
+    "accepted_throughput": 12.5,
+    "accepted_tokens": 125,
+    "draft_acceptance_rate": 0.312,
+    "drafted_throughput": 40.0,
+    "drafted_tokens": 400,
+    "engine": "vllm",
+    "format": "vllm-0.10.2+",
+    "mean_acceptance_length": 2.31,
+    "num_drafts": 100,
+    "per_position": [0.7, 0.4, 0.21, 0.0],
+}
 LEG = "INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: "
 SG = "[2026-11-20 10:02:15 TP0] "
 
@@ -58,18 +70,7 @@ VLLM_CASES: list[tuple[str, object]] = [
     (
         CURRENT,
         (
-            {
-                "accepted_throughput": 12.5,
-                "accepted_tokens": 125,
-                "draft_acceptance_rate": 0.312,
-                "drafted_throughput": 40.0,
-                "drafted_tokens": 400,
-                "engine": "vllm",
-                "format": "vllm-0.10.2+",
-                "mean_acceptance_length": 2.31,
-                "num_drafts": 100,
-                "per_position": [0.7, 0.4, 0.21, 0.0],
-            },
+            CURRENT_WINDOW,
             [],
             False,
             None,
@@ -79,18 +80,7 @@ VLLM_CASES: list[tuple[str, object]] = [
     (
         CURRENT.replace("Per-position", "Rejected: 275 tokens, Per-position"),
         (
-            {
-                "accepted_throughput": 12.5,
-                "accepted_tokens": 125,
-                "draft_acceptance_rate": 0.312,
-                "drafted_throughput": 40.0,
-                "drafted_tokens": 400,
-                "engine": "vllm",
-                "format": "vllm-0.10.2+",
-                "mean_acceptance_length": 2.31,
-                "num_drafts": 100,
-                "per_position": [0.7, 0.4, 0.21, 0.0],
-            },
+            CURRENT_WINDOW,
             [],
             False,
             None,
@@ -458,18 +448,7 @@ VLLM_CASES: list[tuple[str, object]] = [
     (  # two writers' lines run together: the exact 0.10.2+ shape is read, not the first label
         SPEC + "Foo: " + CURRENT[len(SPEC) - len("SpecDecoding metrics: ") :],
         (
-            {
-                "accepted_throughput": 12.5,
-                "accepted_tokens": 125,
-                "draft_acceptance_rate": 0.312,
-                "drafted_throughput": 40.0,
-                "drafted_tokens": 400,
-                "engine": "vllm",
-                "format": "vllm-0.10.2+",
-                "mean_acceptance_length": 2.31,
-                "num_drafts": 100,
-                "per_position": [0.7, 0.4, 0.21, 0.0],
-            },
+            CURRENT_WINDOW,
             [],
             False,
             None,
