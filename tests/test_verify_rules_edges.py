@@ -431,6 +431,10 @@ CASES: dict[str, dict[str, Any]] = {
         "tensors": {"embed_tokens.weight": ("BF16", [5120])},
         "only": ("weights: embed_tokens/lm_head",),
     },
+    "weights, embed_tokens rows not the vocab": {
+        "tensors": {"embed_tokens.weight": ("BF16", [151936, 5120])},
+        "only": ("weights: embed_tokens/lm_head",),
+    },
     "weights, embed_tokens and lm_head": {
         "tensors": {
             "embed_tokens.weight": ("BF16", [248320, 5120]),
@@ -1771,8 +1775,30 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
         (
             "+",
             "weights: embed_tokens/lm_head",
-            "ok",
+            "mismatch",
             ["embed_tokens.weight [5120]"],
+            "[vocab, 5120]",
+            "the drafter ships its own embed_tokens",
+        ),
+    ],
+    "weights, embed_tokens rows not the vocab": [
+        (
+            "-",
+            "weights: embed_tokens/lm_head",
+            "ok",
+            "shared with the target",
+            None,
+            (
+                "vLLM logs 'Detected EAGLE model without its own lm_head in the "
+                "checkpoint. Sharing target model lm_head weights with the draft "
+                "model.'"
+            ),
+        ),
+        (
+            "+",
+            "weights: embed_tokens/lm_head",
+            "mismatch",
+            ["embed_tokens.weight [151936, 5120]"],
             "[vocab, 5120]",
             "the drafter ships its own embed_tokens",
         ),

@@ -196,9 +196,7 @@ def check_weights(c: Ctx, header: Header) -> None:
     own = [k for k in ("embed_tokens.weight", "lm_head.weight") if k in tensors]
     if own:
         bad = [
-            f"{k} {list(tensors[k].shape)}"
-            for k in own
-            if vocab and hidden and list(tensors[k].shape)[-1:] != [hidden]
+            k for k in own if vocab and hidden and not _vocab_by_hidden(k, tensors, vocab, hidden)
         ]
         c.add(
             "weights: embed_tokens/lm_head",
@@ -227,6 +225,15 @@ def check_weights(c: Ctx, header: Header) -> None:
             "candidate_selector.*",
             "a DFlash 2 checkpoint carries the candidate selector's codebooks",
         )
+
+
+def _vocab_by_hidden(name: str, tensors: dict[str, Any], vocab: int, hidden: int) -> bool:
+    """Whether `name` is a [rows, hidden] matrix whose rows fit: embed_tokens embeds the target's
+    ids (vocab rows); an own lm_head's rows are checked against the vocabulary below."""
+    shape = list(tensors[name].shape)
+    if len(shape) != 2 or shape[1] != hidden:
+        return False
+    return name != "embed_tokens.weight" or shape[0] == vocab
 
 
 def _shape_row(
