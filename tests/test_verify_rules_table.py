@@ -2297,7 +2297,14 @@ EXPECTED: dict[str, object] = {
     ],
     "window zero": [
         ("-", "sliding_window", "ok", 2048, 2048, "read from sliding_window"),
-        ("+", "sliding_window", "invalid", None, "a positive integer", "sliding_window"),
+        (
+            "+",
+            "sliding_window",
+            "invalid",
+            0,
+            "a positive integer",
+            "read from sliding_window: a sliding layer's window must hold at least one token",
+        ),
     ],
     "window other": [
         ("-", "sliding_window", "ok", 2048, 2048, "read from sliding_window"),

@@ -442,7 +442,14 @@ def check_layers(c: Ctx) -> None:
         elif r.sliding_window_source is not None and (
             r.sliding_window is None or r.sliding_window <= 0
         ):
-            c.add(w_name, "invalid", None, "a positive integer", f"{r.sliding_window_source}")
+            c.add(
+                w_name,
+                "invalid",
+                r.sliding_window,
+                "a positive integer",
+                f"read from {r.sliding_window_source}: a sliding layer's window must hold at "
+                "least one token",
+            )
         elif not c.canon(
             w_name,
             r.sliding_window,
