@@ -224,7 +224,8 @@ def test_a_match_as_json(tmp_path: Path):
         "id": "x", "title": "t", "severity": "warning", "effect": "low_acceptance",
         "certainty": "likely",
         "evidence": [
-            "vllm 0.32.0 is inside the affected range (introduced unknown; fixed unknown)"
+            "vllm 0.32.0 is inside the affected range (introduced unknown (DFlash support from "
+            "0.20.0); fixed unknown)"
         ],
         "unchecked": [], "mitigated": None, "symptom": "s", "confirm": "c", "fix": "f",
         "sources": ["s"],

