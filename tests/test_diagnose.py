@@ -170,6 +170,66 @@ def test_demo_pair_is_healthy_against_its_registry_floor(monkeypatch, capsys):
     assert data["floor"]["source"] == "the registry's expected minimum for demo"
 
 
+@pytest.mark.slow
+def test_the_embedded_demo_as_serve_runs_it_is_healthy(monkeypatch, capsys):
+    """`serve` with no --model runs the embedded pair with its cheaper CPU step (a draft
+    vocabulary, only confident proposals verified); `diagnose NAME` reads that step from the
+    deployment's command and steps the reference the same way (a reference verifying every
+    proposal read the difference as an engine fault)."""
+    from dflashctl.commands.demo.run import free_port
+    from dflashctl.hosts import open_host
+    from dflashctl.server import deployments as state
+    from dflashctl.server.control import stop_deployment
+    from dflashctl.server.launch import launch
+    from dflashctl.server.plan import ServeOptions, plan
+
+    opts = ServeOptions(
+        engine="local", port=free_port(), bind="127.0.0.1", name="dg-embedded", force=True,
+        extra_args=["--log-interval", "0.5", "--device", "cpu"], env={"OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    with open_host(None) as host:
+        p = plan(opts, host)
+        assert "--draft-confidence" in p.argv and "--draft-vocab" in p.argv
+        res = launch(p, host)
+    assert res.ok, (res.reason, res.lines)
+    try:
+        code, out, err = run_main(
+            monkeypatch, capsys, "diagnose", "dg-embedded", "--max-tokens", MAX_TOKENS, "--json"
+        )
+    finally:
+        dep = state.load("dg-embedded")
+        if dep is not None:
+            stop_deployment(dep)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["verdict"] == "healthy", data["findings"]
+    prod, ref = data["production"], data["reference"]
+    assert prod["per_position"] == ref["per_position"]
+    assert any(
+        n.startswith("the reference steps as production does: --draft-vocab ")
+        and n.split(" (from")[0].endswith("draft_vocab.safetensors --draft-confidence 0.5")
+        for n in ref["notes"]
+    ), ref["notes"]
+
+
+def test_the_bundled_step_read_from_a_command():
+    from dflashctl.commands.diagnose.measure import BundledStep
+
+    cmd = ["python", "-m", "dflashctl.engine.server", "--model", "m", "--drafter", "d"]
+    assert not BundledStep.from_command(cmd) and BundledStep.from_command(cmd).args == []
+    step = BundledStep.from_command([*cmd, "--draft-vocab", "/v.st", "--draft-confidence=0.5"])
+    assert step == BundledStep("/v.st", 0.5)
+    assert step.args == ["--draft-vocab", "/v.st", "--draft-confidence", "0.5"]
+    # the last flag wins, as argparse has it; `none` is no vocabulary; junk is no threshold
+    later = [*cmd, "--draft-vocab", "/v.st", "--draft-vocab", "none", "--draft-confidence", "x"]
+    assert BundledStep.from_command(later) == BundledStep(None, 0.0)
+    assert BundledStep.from_command([*cmd, "--draft-confidence", "0.3"]).args == [
+        "--draft-confidence",
+        "0.3",
+    ]
+    assert BundledStep.from_command([*cmd, "--draft-vocab"]) == BundledStep(None, 0.0)
+
+
 def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, pair, tmp_path):
     from dflashctl.commands.demo.run import free_port
 

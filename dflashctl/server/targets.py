@@ -32,6 +32,7 @@ class Target:
     model_path: str | None = None  # what was served (a directory or hub id on `host`)
     drafter: str | None = None
     spec: str | None = None  # the deployment's intent: dflash, or none for a plain control
+    cmd: list[str] | None = None  # the command the deployment was launched with
 
 
 def resolve_target(target: str) -> Target:
@@ -55,6 +56,7 @@ def resolve_target(target: str) -> Target:
         model_path=dep.model or None,
         drafter=dep.drafter or None,
         spec=dep.spec,
+        cmd=list(dep.cmd) or None,
     )
 
 

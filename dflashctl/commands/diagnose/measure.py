@@ -127,8 +127,9 @@ def rounded(x: float | None, nd: int) -> float | None:
 # ---- measuring a server ---------------------------------------------------------------------
 
 
-def spec_window(stats: Any) -> SpecWindow | None:
-    """`engine.generate.SpecStats` → a window with vLLM's definitions."""
+def spec_window(stats: Any, k: int = 0) -> SpecWindow | None:
+    """`engine.generate.SpecStats` → a window with vLLM's definitions, `k` positions (a step
+    that verifies only a draft's confident prefix never counts the positions past it)."""
     if not stats.num_drafts:
         return None
     w = SpecWindow(engine="local", format="in-process")
@@ -138,7 +139,8 @@ def spec_window(stats: Any) -> SpecWindow | None:
     w.mean_acceptance_length = stats.mean_acceptance_length
     if stats.num_draft_tokens:
         w.draft_acceptance_rate = stats.num_accepted_tokens / stats.num_draft_tokens
-    w.per_position = [n / stats.num_drafts for n in stats.accepted_per_pos]
+    counts = stats.accepted_per_pos + [0] * (k - len(stats.accepted_per_pos))
+    w.per_position = [n / stats.num_drafts for n in counts]
     return w
 
 
@@ -272,6 +274,47 @@ def measure_server(
         side.num_speculative_tokens = len(side.window.per_position)
 
 
+@dataclass(frozen=True)
+class BundledStep:
+    """How the bundled engine steps, when production is one `serve` launched: a reduced draft
+    vocabulary file and the confidence below which proposals go unverified (`--draft-vocab`,
+    `--draft-confidence`). The reference must step the same way, or it verifies proposals
+    production never sends to the target and reads the difference as an engine fault."""
+
+    draft_vocab: str | None = None
+    draft_confidence: float = 0.0
+
+    @classmethod
+    def from_command(cls, cmd: list[str]) -> BundledStep:
+        flags: dict[str, str] = {}
+        for i, arg in enumerate(cmd):
+            name, eq, value = arg.partition("=")
+            if name in ("--draft-vocab", "--draft-confidence"):
+                if not eq:
+                    value = cmd[i + 1] if i + 1 < len(cmd) else ""
+                flags[name] = value  # the last one given wins, as argparse has it
+        vocab = flags.get("--draft-vocab")
+        try:
+            confidence = float(flags.get("--draft-confidence", "0"))
+        except ValueError:
+            confidence = 0.0
+        return cls(None if vocab in (None, "", "none") else vocab, confidence)
+
+    @property
+    def args(self) -> list[str]:
+        out = ["--draft-vocab", self.draft_vocab] if self.draft_vocab else []
+        return out + (["--draft-confidence", f"{self.draft_confidence:g}"] if self else [])
+
+    def __bool__(self) -> bool:
+        return self.draft_vocab is not None or self.draft_confidence > 0.0
+
+    def note(self) -> str:
+        return (
+            "the reference steps as production does: " + " ".join(self.args) + " (from the "
+            "deployment's command; only the proposals the drafter is sure of are verified)"
+        )
+
+
 def measure_in_process(
     side: Side,
     model: Path,
@@ -282,6 +325,7 @@ def measure_in_process(
     k: int | None,
     dtype: str,
     say: Progress,
+    step: BundledStep = BundledStep(),
 ) -> Callable[[list[int]], str]:
     """The bundled engine in this process (float32 on CPU unless --dtype): per-prompt greedy
     tokens and drafts. Returns the tokenizer's decode (for token positions)."""
@@ -307,10 +351,14 @@ def measure_in_process(
         dtype=getattr(torch, dtype),
         max_model_len=need,
         num_speculative_tokens=k,
+        draft_vocab=Path(step.draft_vocab) if step.draft_vocab and device == "cpu" else None,
     )
+    engine.draft_confidence = step.draft_confidence
     side.engine, side.dtype = "local", dtype
     side.num_speculative_tokens = engine.k
     side.notes.append(f"the reference runs the target on the {engine.target_path} path")
+    if step:
+        side.notes.append(step.note())
     from dflashctl import __version__
 
     side.version = __version__
@@ -329,7 +377,7 @@ def measure_in_process(
                 len(ids),
                 finish,
                 token_ids=tokens,
-                window=spec_window(stats),
+                window=spec_window(stats, engine.k),
                 seconds=time.monotonic() - t1,
             )
         )
@@ -364,6 +412,7 @@ def measure_on_host(
     timeout: float,
     ready_timeout: float,
     say: Progress,
+    step: BundledStep = BundledStep(),
 ) -> None:
     """The bundled engine launched on `host` (serve's launch, on the host's paths), bound to
     127.0.0.1 there and reached through an SSH forward; stopped by pid afterwards."""
@@ -380,6 +429,8 @@ def measure_on_host(
     extra = ["--log-interval", "1", "--max-model-len", str(need)]
     if dtype != "auto":
         extra += ["--dtype", dtype]
+    # production's step, or verify everything (serve adds the demo pair's cheaper step itself)
+    extra += step.args or ["--draft-vocab", "none", "--draft-confidence", "0"]
     so = ServeOptions(
         engine="local",
         model=model,
@@ -426,4 +477,6 @@ def measure_on_host(
             finally:
                 state.remove(name)
     side.where = f"{host.label}: bundled engine on 127.0.0.1:{port} (through an SSH forward)"
+    if step:
+        side.notes.append(step.note())
     side.dtype = dtype if dtype != "auto" else "auto (float32 on CPU, bf16 on GPU)"

@@ -49,6 +49,7 @@ from dflashctl.commands.diagnose.facts import (
     tokenizer_mask_finding,
 )
 from dflashctl.commands.diagnose.measure import (
+    BundledStep,
     Progress,
     Side,
     measure_in_process,
@@ -92,6 +93,7 @@ class DiagnoseOptions:
     log_interval: float = 10.0  # production's stats interval, when acceptance comes from --log
     ready_timeout: float = 600.0
     ssh: Any = None  # hosts.ssh.SSHOptions for --host
+    step: BundledStep = field(default_factory=BundledStep)  # a bundled production's step
 
     def validate(self) -> None:
         require_finite(
@@ -238,6 +240,9 @@ def run_diagnose(
             drafter=opts.drafter or target.drafter,
             log=opts.log if opts.log is not None else target.log,
             host=opts.host or target.host,
+            step=BundledStep.from_command(target.cmd or [])
+            if target.engine == "local"
+            else opts.step,
         )
         if ssh is None and target.ssh_config:
             ssh = SSHOptions(ssh_config=target.ssh_config)
@@ -336,6 +341,7 @@ def _run(
             k=k,
             dtype=opts.dtype,
             say=say,
+            step=opts.step,
         )
     else:
         measure_on_host(
@@ -353,6 +359,7 @@ def _run(
             timeout=opts.timeout,
             ready_timeout=opts.ready_timeout,
             say=say,
+            step=opts.step,
         )
 
     findings: list[Finding] = []
