@@ -67,6 +67,7 @@ def test_a_log_linked_to_dev_zero(tmp_path: Path):
     log.symlink_to("/dev/zero")
     res = dflashctl("metrics", str(log), mem_limit=MEM, timeout=20)
     assert_clean_error(res, 2, contains="character device")
+    assert "Hint: name a regular log file, or send the log to stdin" in res.stderr
     assert res.seconds < 5
 
 
@@ -75,12 +76,14 @@ def test_a_log_that_is_a_fifo(tmp_path: Path):
     os.mkfifo(log)
     res = dflashctl("metrics", str(log), timeout=20)
     assert_clean_error(res, 2, contains="FIFO")
+    assert "Hint: to read a pipe, send it to stdin" in res.stderr
     assert res.seconds < 5
 
 
 def test_a_log_that_is_a_directory(tmp_path: Path):
     res = dflashctl("metrics", str(tmp_path))
     assert_clean_error(res, 2, contains="directory")
+    assert "Hint: name a log file in it, or pass a server's URL" in res.stderr
 
 
 @pytest.mark.parametrize("follow", [(), ("--follow",)])

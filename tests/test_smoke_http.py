@@ -328,6 +328,22 @@ class TestCouldNotRun:
         assert "Traceback" not in err
 
     @pytest.mark.parametrize(
+        ("url", "message"),
+        [
+            ("http://", "Error: http:// is not an http(s) URL with a host"),
+            ("http:///v1", "Error: http:// is not an http(s) URL with a host"),
+            ("ftp://x", "Error: ftp://x is not an http(s) URL with a host"),
+        ],
+    )
+    def test_a_url_without_a_host_or_with_another_scheme(self, monkeypatch, capsys, url, message):
+        code, out, err = run_main(monkeypatch, capsys, "smoke", url, *FAST)
+        assert code == 2 and out == "" and err.splitlines()[0] == message, err
+
+    def test_the_scheme_in_capitals(self, monkeypatch, capsys):
+        code, out, err = run_main(monkeypatch, capsys, "smoke", "HTTP://127.0.0.1:9/v1", *FAST)
+        assert code == 2 and err.startswith("Error: cannot reach HTTP://127.0.0.1:9"), err
+
+    @pytest.mark.parametrize(
         ("args", "message"),
         [
             (["--max-tokens", "0"], "--max-tokens must be at least 1"),

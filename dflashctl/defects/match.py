@@ -70,7 +70,9 @@ def _version_outcome(d: Defect, ctx: Context, floor: Version | None) -> tuple[Ou
                 ), False
     if v in vr.confirmed_affected:
         return Outcome(True, f"{engine} {shown}: a release measured affected"), True
-    return Outcome(True, f"{engine} {shown} is inside the affected range ({vr.describe(floor)})"), False
+    return Outcome(
+        True, f"{engine} {shown} is inside the affected range ({vr.describe(floor)})"
+    ), False
 
 
 def _mitigation(d: Defect, ctx: Context) -> str | None:

@@ -22,7 +22,7 @@ from dflashctl.errors import InputError
 # name -> what it does (shown in tables and docs)
 REWRITES: dict[str, str] = {
     "ids": "target_layer_ids shifted by one (each id + 1, capped at the last target layer)",
-    "mask": "mask_token_id off by six (the field had 248064 for 248070)",
+    "mask": "mask_token_id off by six (each mask id - 6, as the field story's 248064 for 248070)",
     "layer_types": "layer_types changed (full attention <-> sliding window)",
 }
 ALL = tuple(REWRITES)
@@ -67,21 +67,27 @@ def stale_config(cfg: dict[str, Any], rewrites: tuple[str, ...]) -> dict[str, An
     return out
 
 
-def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Dotted names of the fields whose value differs (top level and dflash_config)."""
-    names = []
+def changed_values(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(dotted name, before, after) of each field whose value differs (top level and
+    dflash_config; None where a side lacks it)."""
+    out = []
     for key in sorted(set(before) | set(after)):
         if key == "dflash_config":
             b, a = dflash_section(before), dflash_section(after)
-            names += [f"dflash_config.{k}" for k in sorted(set(b) | set(a)) if b.get(k) != a.get(k)]
+            out += [
+                (f"dflash_config.{k}", b.get(k), a.get(k))
+                for k in sorted(set(b) | set(a))
+                if b.get(k) != a.get(k)
+            ]
         elif before.get(key) != after.get(key):
-            names.append(key)
-    return names
+            out.append((key, before.get(key), after.get(key)))
+    return out
 
 
-def write_stale_copy(src: Path, dst: Path, rewrites: tuple[str, ...]) -> list[str]:
+def write_stale_copy(src: Path, dst: Path, rewrites: tuple[str, ...]) -> list[tuple[str, Any, Any]]:
     """Copy drafter directory `src` to `dst` (weights hard-linked where possible, else copied)
-    with its config.json rewritten; returns the changed field names. `dst` must not exist."""
+    with its config.json rewritten; returns the changed fields (`changed_values`). `dst` must
+    not exist."""
     if dst.exists():
         raise InputError(f"{dst} already exists", "pick a new scratch directory")
     cfg = read_json_object(src / "config.json")
@@ -98,4 +104,4 @@ def write_stale_copy(src: Path, dst: Path, rewrites: tuple[str, ...]) -> list[st
             shutil.copy2(f, tmp / f.name)
     (tmp / "config.json").write_text(json.dumps(stale, indent=2) + "\n")
     tmp.rename(dst)
-    return changed_fields(cfg, stale)
+    return changed_values(cfg, stale)

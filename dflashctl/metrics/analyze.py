@@ -206,11 +206,15 @@ def open_log(path: Path) -> BinaryIO:
     try:
         return open_regular(path, "log file")  # type: ignore[return-value]
     except InputError as e:
-        if e.message.startswith("refusing"):
-            raise InputError(
-                e.message, "to read a pipe, send it to stdin: ... | dflashctl metrics -"
-            ) from None
-        raise
+        if not e.message.startswith("refusing"):
+            raise
+        if os.path.isdir(path):
+            hint = "name a log file in it, or pass a server's URL: http://HOST:PORT/metrics"
+        elif "FIFO" in e.message or "socket" in e.message:
+            hint = "to read a pipe, send it to stdin: ... | dflashctl metrics -"
+        else:
+            hint = "name a regular log file, or send the log to stdin: dflashctl metrics -"
+        raise InputError(e.message, hint) from None
 
 
 def read_chunks(f: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:

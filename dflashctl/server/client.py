@@ -128,9 +128,10 @@ def _r(x: float | None, nd: int) -> float | None:
 
 def normalize_url(url: str) -> str:
     """`http://h:8000/`, `http://h:8000/v1` → `http://h:8000`; `h:8000` → `http://h:8000`."""
-    u = url.strip().rstrip("/")
-    if not u.startswith(("http://", "https://")):
-        u = "http://" + u
+    scheme, sep, rest = url.strip().partition("://")
+    if not sep:  # HOST:PORT
+        scheme, rest = "http", scheme
+    u = f"{scheme}://{rest.rstrip('/')}"  # a scheme other than http(s): check_url says so
     for suffix in ("/v1/chat/completions", "/v1/models", "/metrics", "/v1"):
         if u.endswith(suffix):
             u = u[: -len(suffix)]

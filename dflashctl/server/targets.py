@@ -12,7 +12,7 @@ from dflashctl.server.client import normalize_url
 
 
 def looks_like_url(target: str) -> bool:
-    if target.startswith(("http://", "https://")):
+    if "://" in target:  # any scheme: a URL (normalize_url refuses all but http and https)
         return True
     host, sep, port = target.rpartition(":")
     return bool(sep and host and port.split("/")[0].isdigit())

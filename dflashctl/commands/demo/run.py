@@ -10,6 +10,7 @@ Returns data; the CLI renders `StoryEvent`s as they come and the final `DemoRepo
 
 from __future__ import annotations
 
+import json
 import socket
 import tempfile
 import time
@@ -158,7 +159,8 @@ def _field_story(
             "stale config",
             True,
             f"a scratch copy of the demo drafter with the field's stale values ({drafter})",
-            details=[REWRITES[r] for r in ALL] + [f"changed: {', '.join(changed)}"],
+            details=[REWRITES[r] for r in ALL]
+            + [f"{name}: {json.dumps(old)} -> {json.dumps(new)}" for name, old, new in changed],
         )
 
     if not _timed(report, on_story, stale_copy):
@@ -171,8 +173,8 @@ def _field_story(
         tau = stale.get("mean_acceptance_length")
         alarms = stale.get("alarms", [])
         details = [f"alarm {a['kind']}: {a['message']}" for a in alarms]
-        for a in alarms[:1]:
-            details += [f"likely cause: {c['cause']} (check: {c['check']})" for c in a["causes"]]
+        for a in alarms[:1]:  # without the check commands: they name the server, stopped now
+            details += [f"likely cause: {c['cause']}" for c in a["causes"]]
         if stale.get("error"):
             details.append(stale["error"])
         if tau is None:
