@@ -93,6 +93,7 @@ metrics: {min_acceptance_length: 3}
     code, out, _ = run_main(monkeypatch, capsys, "run", str(book), "--dry-run")
     assert code == 0  # a dry run connects to nothing: the unknown alias is not looked up
     assert "not checked on nosuchalias (a dry run does not connect; --check does)" in out
+    assert "the launch writes the home directory" not in out  # no ~ in these paths
     lines = [line.strip() for line in out.splitlines()]
     rev = "0123456789abcdef0123456789abcdef01234567"
     assert f"dflashctl fetch demo --revision {rev} --dir /d" in lines
@@ -127,6 +128,11 @@ def test_dry_run_opens_no_connection(tmp_path: Path, monkeypatch, capsys) -> Non
         )
         assert code == 0, out + err
         assert "/vllm/bin/vllm serve Qwen/Qwen3-8B" in out and "not checked on gpu-a100" in out
+        # '~' inside the quoted --speculative-config: no shell expands it, the launch does
+        assert '"model":"~/models/Qwen3-8B-DFlash-b16"' in out
+        assert (
+            "what ~ is there (the launch writes the home directory for it, inside the JSON" in out
+        )
         assert "(vllm, http://127.0.0.1:8000)" in out  # the alias' HostName, read offline
         with pytest.raises(TimeoutError):
             listener.accept()  # nobody knocked

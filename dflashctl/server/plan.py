@@ -431,7 +431,10 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
                 secret_names.append(key)
     if isinstance(host, OfflineHost):
         unchecked = [f"the drafter's config.json there (K from {k_source})" if k_source else ""]
-        unchecked += ["what ~ is there", f"that {spec.python} exists", f"that port {port} is free"]
+        home = "what ~ is there"
+        if any('"~/' in a or a.startswith("~/") for a in argv):
+            home += " (the launch writes the home directory for it, inside the JSON too)"
+        unchecked += [home, f"that {spec.python} exists", f"that port {port} is free"]
         notes.append(
             f"not checked on {host.label} (a dry run does not connect; --check does): "
             + ", ".join(u for u in unchecked if u)
