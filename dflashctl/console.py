@@ -138,6 +138,24 @@ def one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
+def prose(console: Console, lead: str, text: str) -> None:
+    """A line of prose after `lead` (both markup). At a terminal it wraps at word boundaries
+    to the console's width, the continuation lines under the text (the lead's width is the
+    hanging indent), so nothing breaks mid-word; into a pipe or file it stays one line, for
+    grep. Commands to copy stay on `soft_wrap` lines: a wrapped command pastes broken."""
+    if not console.is_terminal:
+        console.print(lead + text, soft_wrap=True)
+        return
+    from rich.table import Table
+
+    head = console.render_str(lead)  # through printable(), as every string printed
+    grid = Table.grid(padding=0)
+    grid.add_column(width=head.cell_len, no_wrap=True)
+    grid.add_column(overflow="fold")  # a word longer than the line is folded, not cut
+    grid.add_row(head, console.render_str(text))
+    console.print(grid)
+
+
 def error(message: str, hint: str | None = None) -> None:
     """The error and its hint, one line each, whatever the values in them hold."""
     err.print(f"[bold red]Error:[/bold red] {escape(one_line(message))}", soft_wrap=True)

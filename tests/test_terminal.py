@@ -209,3 +209,27 @@ def test_a_long_serve_wait_shows_the_engines_phase(tmp_path: Path) -> None:
     assert run.code == 0, run.text
     assert "Loading safetensors checkpoint shards: 50%" in run.text
     assert "Capturing CUDA graphs for decode" in run.text
+
+
+def test_prose_wraps_at_word_boundaries_at_a_terminal_and_stays_one_line_in_a_pipe() -> None:
+    """`metrics` on the demo pair's stale-mask log (vLLM 0.32, real): at an 80-column terminal
+    each finding and likely cause wraps between words, its continuation lines under its text;
+    into a pipe each stays one line, for grep. (The terminal broke them mid-word before.)"""
+    log = REPO / "tests" / "data" / "vllm032_demo" / "stale_mask.log"
+    run = run_in_terminal(["metrics", str(log)], timeout=120, columns=80, env=env())
+    assert run.code == 1, run.text[-2000:]
+    lines = run.text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "ALARM" in line)
+    finding = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("        "):  # the continuation lines, under the text
+            break
+        finding.append(line)
+    assert len(finding) > 1 and all(len(line.rstrip()) <= 80 for line in finding), finding
+    causes = [line for line in lines if line.startswith("      1. ")]
+    assert causes and len(causes[0].rstrip()) <= 80
+    message = " ".join(line.strip() for line in finding)
+    pipe = piped("metrics", str(log))
+    assert pipe.returncode == 1
+    alarm = next(line for line in pipe.stdout.splitlines() if "ALARM" in line)
+    assert " ".join(alarm.split()) == " ".join(message.split())  # the same words, none cut

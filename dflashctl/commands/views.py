@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from dflashctl.console import err
+from dflashctl.console import err, prose
 from dflashctl.metrics.window import Finding
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
@@ -26,14 +26,11 @@ def bar(frac: float, width: int = 40) -> str:
 
 def finding(f: Finding, console: Console, causes: bool = True) -> None:
     sev = "[bold red]ALARM[/bold red]" if f.severity == "alarm" else "[yellow]warning[/yellow]"
-    console.print(
-        f"  {sev} [bold]{escape(f.kind)}[/bold]: {escape(f.message)}",
-        soft_wrap=True,
-    )
+    prose(console, f"  {sev} ", f"[bold]{escape(f.kind)}[/bold]: {escape(f.message)}")
     if causes and f.likely_causes:
         console.print("    likely causes:")
         for i, c in enumerate(f.likely_causes, 1):
-            console.print(f"      {i}. {escape(c.cause)}", soft_wrap=True)
+            prose(console, f"      {i}. ", escape(c.cause))
             console.print(
                 f"         [dim]check:[/dim] [cyan]{escape(c.check)}[/cyan]", soft_wrap=True
             )

@@ -9,18 +9,19 @@ from rich.table import Table
 
 from dflashctl.commands.demo.run import DemoReport, StoryStep
 from dflashctl.commands.run.render import run_table
-from dflashctl.console import err, out
+from dflashctl.console import err, out, prose
 
 
 def story_line(step: StoryStep, console: Console = err) -> None:
     mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
-    console.print(
-        f"  {mark} [bold]{escape(step.name)}[/bold]  {escape(step.summary)} "
+    prose(
+        console,
+        f"  {mark} ",
+        f"[bold]{escape(step.name)}[/bold]  {escape(step.summary)} "
         f"[dim]({step.seconds:.1f} s)[/dim]",
-        soft_wrap=True,
     )
     for d in step.details:
-        console.print(f"      {escape(d)}", soft_wrap=True)
+        prose(console, "      ", escape(d))
 
 
 def render_demo(report: DemoReport, console: Console = out) -> None:

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflashctl.commands.views import bar, finding
-from dflashctl.console import emit_text, json_safe, out, printable, styled
+from dflashctl.console import emit_text, json_safe, out, printable, prose, styled
 from dflashctl.metrics.follow import FollowEvent
 from dflashctl.metrics.window import MetricsReport, SpecWindow
 
@@ -108,7 +108,7 @@ def render_report(report: MetricsReport, console: Console = out) -> None:
         for f in report.findings:
             finding(f, console)
     for n in st.notes:
-        console.print(f"[dim]note: {escape(n)}[/dim]", soft_wrap=True)
+        prose(console, "[dim]note:[/dim] ", f"[dim]{escape(n)}[/dim]")
     exp = st.expected
     if exp is not None and exp.min is not None:
         hi = f"-{exp.max:.2f}" if exp.max is not None else "+"

@@ -11,7 +11,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from dflashctl.console import err, out, printable
+from dflashctl.console import err, out, printable, prose
 
 
 class Progress:
@@ -105,7 +105,7 @@ def render_results(outcome: Any) -> None:
             if r.hint:
                 out.print(f"  [dim]hint:[/dim] {escape(r.hint)}", soft_wrap=True)
         for note in r.notes:
-            err.print(f"  [dim]note:[/dim] {escape(note)}", soft_wrap=True)
+            prose(err, "  [dim]note:[/dim] ", escape(note))
     for host, why in outcome.errors.items():
         out.print(f"[red]ERROR[/red] {escape(host)}: {escape(why)}", soft_wrap=True)
 

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from dflashctl.commands.smoke.run import SmokeReport
 from dflashctl.commands.views import bar, finding
-from dflashctl.console import emit_json, err, out, printable, styled
+from dflashctl.console import emit_json, err, out, printable, prose, styled
 
 EXCERPT = 56  # characters of each answer in the requests table
 FIRST = 300  # characters of the first answer printed in full (the field ritual)
@@ -125,9 +125,9 @@ def render_smoke(report: SmokeReport, console: Console = out) -> None:
             for i, p in enumerate(w.per_position or [], 1):
                 console.print(f"  pos {i:>2} [green]{bar(p)}[/green] {p:.3f}")
         elif spec.message:
-            console.print(f"  {escape(spec.message)}", soft_wrap=True)
+            prose(console, "  ", escape(spec.message))
         for note in spec.notes:
-            console.print(f"  [dim]note: {escape(note)}[/dim]", soft_wrap=True)
+            prose(console, "  [dim]note:[/dim] ", f"[dim]{escape(note)}[/dim]")
     console.print()
     console.print(checks_table(report))
     if report.findings:
