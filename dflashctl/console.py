@@ -146,6 +146,9 @@ def prose(console: Console, lead: str, text: str) -> None:
     if not console.is_terminal:
         console.print(lead + text, soft_wrap=True)
         return
+    if not lead:  # rich wraps a plain print between words
+        console.print(text, soft_wrap=False)
+        return
     from rich.table import Table
 
     head = console.render_str(lead)  # through printable(), as every string printed

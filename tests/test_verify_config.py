@@ -598,6 +598,27 @@ class TestCli:
         assert n == 4 and all(s in failing for s in statuses[:n]), statuses
         assert statuses[n] == "warning"
 
+    def test_an_80_column_report_is_one_check_a_row(self, runner, tmp_path: Path, monkeypatch):
+        """Below 110 columns five columns split field names and hashes mid-word: each check is
+        its status, its name whole and its value (found and expected only when they differ),
+        its hint under them; the problems still first."""
+        monkeypatch.setenv("COLUMNS", "80")
+        bad = drafter_dir(tmp_path, f"{QWEN36}-stale")
+        lines = runner.invoke(app, ["verify-config", str(bad)]).output.splitlines()
+        lines = lines[3:-1]  # the path, the registry, the verdict: one line each into a pipe
+        assert all(len(line.rstrip()) <= 80 for line in lines), lines
+        assert not any(line.startswith("┏") for line in lines[:-12])  # the checks: no box
+        statuses = {"ok", "warning", "mismatch", "missing", "invalid"}
+        rows = [line for line in lines if line.split(" ", 1)[0] in statuses]
+        failing = {"mismatch", "missing", "invalid"}
+        assert all(r.split()[0] in failing for r in rows[:4]), rows[:6]
+        assert rows[4].split()[0] == "warning"
+        mask = next(r for r in rows if " dflash_config.mask_token_id " in r)
+        assert mask.split()[:3] == ["mismatch", "dflash_config.mask_token_id", "found"]
+        assert "expected 248070" in mask
+        ok = next(r for r in rows if " hidden_size " in r)
+        assert ok.split() == ["ok", "hidden_size", "5120"]  # equal: shown once
+
     @pytest.mark.parametrize(
         ("extra", "needle"),
         [

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dflashctl.commands.views import fmt
-from dflashctl.console import out, styled
+from dflashctl.console import out, prose, styled
 
 SEVERITY = {"mismatch": 0, "missing": 0, "invalid": 0, "warning": 1}
 
@@ -25,9 +25,9 @@ def render_verify(report: Any) -> None:
     if entry is not None:
         how = report.identification.how if report.identification else ""
         title += f"\nregistry: {entry.repo} ({how})"
-    out.print(escape(title), soft_wrap=True)
+    prose(out, "", escape(title))
     verdict = _verdict(report)
-    out.print(verdict, soft_wrap=True)
+    prose(out, "", verdict)
 
     fix = report.fix
     if fix is not None:
@@ -53,21 +53,8 @@ def render_verify(report: Any) -> None:
         else:
             out.print(escape(f"--fix: {fix.message}"), soft_wrap=True)
 
-    table = Table(expand=True)
-    table.add_column("field", overflow="fold", ratio=4, min_width=12)
-    table.add_column("status", no_wrap=True)
-    table.add_column("found", overflow="fold", ratio=3, min_width=8)
-    table.add_column("expected", overflow="fold", ratio=3, min_width=8)
-    table.add_column("hint", overflow="fold", ratio=6, min_width=16)
-    for check in sorted(report.checks, key=lambda c: SEVERITY.get(c.status, 2)):
-        table.add_row(
-            escape(check.name),
-            styled(check.status),
-            fmt(check.found),
-            fmt(check.expected),
-            fmt(check.hint or ""),
-        )
-    out.print(table)
+    checks = sorted(report.checks, key=lambda c: SEVERITY.get(c.status, 2))
+    out.print(_checks_table(checks) if out.width >= NARROW else _checks_list(checks))
 
     if report.layers:
         layers = Table(
@@ -87,7 +74,44 @@ def render_verify(report: Any) -> None:
             )
         out.print(layers)
 
-    out.print(verdict, soft_wrap=True)
+    prose(out, "", verdict)
+
+
+# Below this width five columns split field names and hashes mid-word: one check a row, its
+# value after its name, its hint under them.
+NARROW = 110
+
+
+def _checks_table(checks: list[Any]) -> Table:
+    table = Table(expand=True)
+    table.add_column("field", overflow="fold", ratio=4, min_width=12)
+    table.add_column("status", no_wrap=True)
+    table.add_column("found", overflow="fold", ratio=3, min_width=8)
+    table.add_column("expected", overflow="fold", ratio=3, min_width=8)
+    table.add_column("hint", overflow="fold", ratio=6, min_width=16)
+    for check in checks:
+        table.add_row(
+            escape(check.name),
+            styled(check.status),
+            fmt(check.found),
+            fmt(check.expected),
+            fmt(check.hint or ""),
+        )
+    return table
+
+
+def _checks_list(checks: list[Any]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)  # the status
+    grid.add_column(overflow="fold")  # wraps between words; folds only a word wider than it
+    for check in checks:
+        found, expected = fmt(check.found), fmt(check.expected)
+        value = found if expected in (found, "—") else f"found {found}, expected {expected}"
+        text = f"[bold]{escape(check.name)}[/bold]  {value}"
+        if check.hint:
+            text += f"\n[dim]{fmt(check.hint)}[/dim]"
+        grid.add_row(styled(check.status), text)
+    return grid
 
 
 def _verdict(report: Any) -> str:
