@@ -123,12 +123,17 @@ def test_diagnose_at_a_terminal(pair: tuple[Path, Path]) -> None:
     url = serve_piped(target, drafter, "diagnose-tty")
     args = ["diagnose", url, "--model", str(target), "--drafter",
             str(drafter), "--max-tokens", "8"]  # fmt: skip
-    run = run_in_terminal(args, timeout=150, env=env())
+    run = run_in_terminal(args, timeout=150, columns=80, env=env())
     assert not run.timed_out, run.raw[-2000:]
     no_traceback(run.text)
     # a random drafter agrees with the reference and accepts nothing: the drafter's fault
     assert run.code == 1, run.text
     assert "Verdict: DRAFTER" in run.text
+    # the acceptance table fits 80 columns: its headers whole, its bars narrower
+    table = run.text[run.text.index("Acceptance (") : run.text.index("position 1")]
+    assert "production" in table and "reference" in table and "…" not in table, table
+    rows = [line for line in run.text.splitlines() if line.lstrip().startswith("position ")]
+    assert rows and all(len(line.rstrip()) <= 80 for line in rows), rows
 
 
 def test_metrics_follow_stops_at_the_first_alarm(tmp_path: Path) -> None:

@@ -65,15 +65,17 @@ def render_diagnose(report: DiagnoseReport) -> None:
     t.add_row("mean acceptance length", _f(fig.production), "", _f(fig.reference), "")
     t.add_row("drafts", _f(fig.production_drafts, "{}"), "", _f(fig.reference_drafts, "{}"), "")
     n = max(len(fig.production_per_position), len(fig.reference_per_position))
+    # the label, both figures, four separators: the bars get what is left, up to 16 each
+    width = max(1, min(16, (out.width - 56) // 2))
     for i in range(n):
         a = fig.production_per_position[i] if i < len(fig.production_per_position) else None
         b = fig.reference_per_position[i] if i < len(fig.reference_per_position) else None
         t.add_row(
             f"position {i + 1}",
             _f(a, "{:.3f}"),
-            f"[green]{bar(a, 16)}[/green]" if a is not None else "",
+            f"[green]{bar(a, width)}[/green]" if a is not None else "",
             _f(b, "{:.3f}"),
-            f"[cyan]{bar(b, 16)}[/cyan]" if b is not None else "",
+            f"[cyan]{bar(b, width)}[/cyan]" if b is not None else "",
         )
     out.print()
     out.print(t)
