@@ -132,6 +132,8 @@ def test_help_at_80_columns_wraps_once_and_shows_no_bool(command, monkeypatch, c
     code, out, _ = run_main(monkeypatch, capsys, *([command] if command else []), "--help")
     assert code == 0
     assert "<bool>" not in out
+    # a word wider than the options' help column is cut with an ellipsis: none is
+    assert "…" not in out, [line for line in out.splitlines() if "…" in line]
     for para in _description_paragraphs(out):
         if para[0].startswith(("dflashctl ", "Examples", "Exit")) or len(para) == 1:
             continue

@@ -53,7 +53,7 @@ def epilog(command: str, before: str = "") -> str:
     """`before` (the command's examples), then its environment variables, one per paragraph
     (click keeps paragraphs apart)."""
     lines = [
-        f"  {name}: {what}"
+        f"{name}: {what}"
         for name, what, commands in VARIABLES
         if not commands or command in commands
     ]

@@ -97,8 +97,8 @@ AcceptNewHostKeyOpt = Annotated[
     bool,
     typer.Option(
         "--accept-new-host-key",
-        help="With --host: add an unknown host key to known_hosts (never a changed one; env "
-        "DFLASHCTL_ACCEPT_NEW_HOST_KEY=1).",
+        help="With --host: add an unknown host key to known_hosts (never a changed one; the "
+        "environment can say so too, below).",
     ),
 ]
 DrafterNameOpt = Annotated[

@@ -27,8 +27,7 @@ def alerts(
         typer.Option(
             "--drafter",
             help="NAME=MATCHER: alert below this registry drafter's expected range on the "
-            'series MATCHER selects, e.g. qwen3-8b-dflash-b16=model_name="Qwen/Qwen3-8B" '
-            "(repeatable).",
+            "series MATCHER selects (a label matcher: an example below; repeatable).",
         ),
     ] = None,
     for_: Annotated[

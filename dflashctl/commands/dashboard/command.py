@@ -19,7 +19,7 @@ def dashboard(
         typer.Option(
             "--drafter",
             help="NAME=MATCHER: draw this registry drafter's expected range on the τ panel, "
-            'as for `alerts`, e.g. qwen3-8b-dflash-b16=model_name="Qwen/Qwen3-8B" (repeatable).',
+            "as for `alerts` (a label matcher: an example below; repeatable).",
         ),
     ] = None,
     prometheus: Annotated[
