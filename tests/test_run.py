@@ -177,6 +177,16 @@ def test_demo_field_story(monkeypatch, capsys, stop_all) -> None:
     assert story["verify-config --fix"]["ok"]
     assert fixed == pytest.approx(healthy, rel=0.15)
     assert code == 0
+    # the stale copy's changes with the demo pair's own values, not the field story's
+    changes = story["stale config"]["details"]
+    assert "dflash_config.mask_token_id: 6 -> 0" in changes, changes
+    assert "dflash_config.target_layer_ids: [1, 8, 14, 20, 27] -> [2, 9, 15, 21, 28]" in changes
+    # the two likeliest causes, without check commands naming the stale server (stopped now)
+    details = story["serve the stale drafter"]["details"]
+    causes = [d for d in details if d.startswith("likely cause: ")]
+    assert len(causes) == 2 and "mask_token_id" in causes[0], details
+    assert not any("check:" in d or "127.0.0.1" in d for d in details), details
+    assert details[-1].endswith("less likely (dflashctl metrics lists them)"), details
 
 
 def test_a_spec_none_host_with_its_own_speculation_is_a_baseline_not_a_plain_server() -> None:

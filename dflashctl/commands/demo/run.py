@@ -174,7 +174,10 @@ def _field_story(
         alarms = stale.get("alarms", [])
         details = [f"alarm {a['kind']}: {a['message']}" for a in alarms]
         for a in alarms[:1]:  # without the check commands: they name the server, stopped now
-            details += [f"likely cause: {c['cause']}" for c in a["causes"]]
+            causes = [c["cause"] for c in a["causes"]]
+            details += [f"likely cause: {c}" for c in causes[:2]]
+            if len(causes) > 2:
+                details.append(f"and {len(causes) - 2} less likely (dflashctl metrics lists them)")
         if stale.get("error"):
             details.append(stale["error"])
         if tau is None:
