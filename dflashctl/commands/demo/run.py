@@ -10,7 +10,6 @@ Returns data; the CLI renders `StoryEvent`s as they come and the final `DemoRepo
 
 from __future__ import annotations
 
-import json
 import socket
 import tempfile
 import time
@@ -160,7 +159,7 @@ def _field_story(
             True,
             f"a scratch copy of the demo drafter with the field's stale values ({drafter})",
             details=[REWRITES[r] for r in ALL]
-            + [f"{name}: {json.dumps(old)} -> {json.dumps(new)}" for name, old, new in changed],
+            + [f"{name}: {old} -> {new}" for name, old, new in changed],
         )
 
     if not _timed(report, on_story, stale_copy):
