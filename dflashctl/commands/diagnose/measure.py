@@ -309,9 +309,14 @@ class BundledStep:
         return self.draft_vocab is not None or self.draft_confidence > 0.0
 
     def note(self) -> str:
+        how = []
+        if self.draft_vocab:
+            how.append("proposals from the reduced draft vocabulary")
+        if self.draft_confidence > 0:
+            how.append("only those the drafter is sure of verified")
         return (
             "the reference steps as production does: " + " ".join(self.args) + " (from the "
-            "deployment's command; only the proposals the drafter is sure of are verified)"
+            f"deployment's command; {', '.join(how)})"
         )
 
 
