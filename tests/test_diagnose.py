@@ -120,7 +120,8 @@ def test_stale_mask_is_a_config_problem(monkeypatch, capsys, pair, tmp_path):
 
     target, drafter = pair
     stale = tmp_path / "stale"
-    assert write_stale_copy(drafter, stale, ("mask",)) == ["dflash_config.mask_token_id"]
+    [(field, before, after)] = write_stale_copy(drafter, stale, ("mask",))
+    assert field == "dflash_config.mask_token_id" and after == before - 6
     with served(target, stale, "dg-stale") as (url, log):
         # 1. the stale copy itself: its mask id is an ordinary token of the target's tokenizer
         code, data = diagnose(monkeypatch, capsys, url, target, stale, "--log", log)
