@@ -175,8 +175,10 @@ def test_demo_pair_is_healthy_against_its_registry_floor(monkeypatch, capsys):
 def test_the_embedded_demo_as_serve_runs_it_is_healthy(monkeypatch, capsys):
     """`serve` with no --model runs the embedded pair with its cheaper CPU step (a draft
     vocabulary, only confident proposals verified); `diagnose NAME` reads that step from the
-    deployment's command and steps the reference the same way (a reference verifying every
-    proposal read the difference as an engine fault)."""
+    deployment's command, `diagnose URL` from the engine's /version, and the reference steps the
+    same way (a reference verifying every proposal read the difference as an engine fault)."""
+    from support.pairs import demo_pair
+
     from dflashctl.commands.demo.run import free_port
     from dflashctl.hosts import open_host
     from dflashctl.server import deployments as state
@@ -193,24 +195,30 @@ def test_the_embedded_demo_as_serve_runs_it_is_healthy(monkeypatch, capsys):
         assert "--draft-confidence" in p.argv and "--draft-vocab" in p.argv
         res = launch(p, host)
     assert res.ok, (res.reason, res.lines)
+    target, drafter = demo_pair()
+    by_url = ["--model", str(target), "--drafter", str(drafter)]
+    runs = []
     try:
-        code, out, err = run_main(
-            monkeypatch, capsys, "diagnose", "dg-embedded", "--max-tokens", MAX_TOKENS, "--json"
-        )
+        for how in (["dg-embedded"], [str(res.url), *by_url]):
+            runs.append(
+                run_main(
+                    monkeypatch, capsys, "diagnose", *how, "--max-tokens", MAX_TOKENS, "--json"
+                )
+            )
     finally:
         dep = state.load("dg-embedded")
         if dep is not None:
             stop_deployment(dep)
-    assert code == 0, err
-    data = json.loads(out)
-    assert data["verdict"] == "healthy", data["findings"]
-    prod, ref = data["production"], data["reference"]
-    assert prod["per_position"] == ref["per_position"]
-    assert any(
-        n.startswith("the reference steps as production does: --draft-vocab ")
-        and n.split(" (from")[0].endswith("draft_vocab.safetensors --draft-confidence 0.5")
-        for n in ref["notes"]
-    ), ref["notes"]
+    for (code, out, err), source in zip(
+        runs, ("the deployment's command", "the production server's /version"), strict=True
+    ):
+        assert code == 0, err
+        data = json.loads(out)
+        assert data["verdict"] == "healthy", data["findings"]
+        prod, ref = data["production"], data["reference"]
+        assert prod["per_position"] == ref["per_position"]
+        note = next(n for n in ref["notes"] if n.startswith("the reference steps as production"))
+        assert "draft_vocab.safetensors --draft-confidence 0.5 (from " + source in note, note
 
 
 def test_the_bundled_step_read_from_a_command():
@@ -229,6 +237,13 @@ def test_the_bundled_step_read_from_a_command():
         "0.3",
     ]
     assert BundledStep.from_command([*cmd, "--draft-vocab"]) == BundledStep(None, 0.0)
+    # the bundled engine's /version: its step; an older engine's (or another's) says nothing
+    version = {"version": "dflashctl-0.1.0"}
+    assert BundledStep.from_server(version) is None
+    step = {"draft_vocab": "/v.st", "draft_confidence": 0.5}
+    assert BundledStep.from_server({**version, "dflashctl_step": step}) == BundledStep("/v.st", 0.5)
+    junk = {"draft_vocab": 3, "draft_confidence": True}
+    assert BundledStep.from_server({**version, "dflashctl_step": junk}) == BundledStep(None, 0.0)
 
 
 def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, pair, tmp_path):

@@ -89,8 +89,12 @@ class EngineServer:
         max_queue: int,
         default_max_tokens: int,
         max_request_bytes: int = 4 << 20,
+        step: dict[str, Any] | None = None,
     ):
         self.engine = engine
+        # how this engine steps (--draft-vocab, --draft-confidence), on /version: a reference
+        # engine (`dflashctl diagnose`) must step the same way to compare acceptance
+        self.step = step or {}
         self.max_request_bytes = max_request_bytes
         self.model_name = model_name
         self.max_queue = max_queue
@@ -212,8 +216,8 @@ def create_app(server: EngineServer, stats_interval: float = 10.0) -> FastAPI:
         return PlainTextResponse("")
 
     @app.get("/version")
-    async def version() -> dict[str, str]:
-        return {"version": f"dflashctl-{__version__}"}
+    async def version() -> dict[str, Any]:
+        return {"version": f"dflashctl-{__version__}", "dflashctl_step": server.step}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -562,8 +566,13 @@ def main(argv: list[str] | None = None) -> None:
         )
         raise SystemExit(1) from None
     log.info("Starting vLLM-compatible server on http://%s:%d", args.host, args.port)
+    used = engine.draft_ids is not None and args.draft_vocab not in (None, "none")
+    step = {
+        "draft_vocab": str(Path(args.draft_vocab).resolve()) if used else None,
+        "draft_confidence": engine.draft_confidence,
+    }
     server = EngineServer(
-        engine, name, args.max_queue, args.default_max_tokens, args.max_request_bytes
+        engine, name, args.max_queue, args.default_max_tokens, args.max_request_bytes, step
     )
     os.environ.setdefault("NO_COLOR", "1")
     uvicorn.run(

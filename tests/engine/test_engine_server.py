@@ -207,6 +207,12 @@ def test_startup_lines_and_models(spec: Server, pair: Pair) -> None:
     assert "Resolved architecture: DFlashDraftModel" in text
     assert "Using auxiliary layers from speculative config: (1, 3)" in text
     assert httpx.get(spec.url + "/health").status_code == 200
+    from dflashctl import __version__
+
+    # its step on /version (diagnose's reference steps the same way): the full one here
+    step = {"draft_vocab": None, "draft_confidence": 0.0}
+    version = {"version": f"dflashctl-{__version__}", "dflashctl_step": step}
+    assert httpx.get(spec.url + "/version").json() == version
     models = spec.client().models.list().data
     assert [m.id for m in models] == [NAME]
     assert models[0].model_extra["max_model_len"] == pair.engine.max_model_len

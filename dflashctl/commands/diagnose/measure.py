@@ -94,6 +94,7 @@ class Side:
     log: LogFacts | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    step: BundledStep | None = None  # the bundled engine's step, as its /version says
 
     def to_json(self) -> dict[str, Any]:
         w = self.window
@@ -151,22 +152,23 @@ def pool(windows: list[SpecWindow | None]) -> SpecWindow | None:
     return aggregate(ws) if len(ws) > 1 else ws[0]
 
 
-def _server_identity(client: Any, base: str) -> tuple[str | None, str | None]:
-    """(engine, version) from GET /version: the bundled engine answers `dflashctl-X`, vLLM its
-    version; anything else is not known."""
+def _server_identity(client: Any, base: str) -> tuple[str | None, str | None, BundledStep | None]:
+    """(engine, version, step) from GET /version: the bundled engine answers `dflashctl-X` and
+    its step, vLLM its version; anything else is not known."""
     import httpx
 
     try:
         r = client.get(f"{base}/version")
         data = r.json() if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
-        return None, None
+        return None, None, None
     v = data.get("version") if isinstance(data, dict) else None
     if not isinstance(v, str):
-        return None, None
+        return None, None, None
     if v.startswith("dflashctl-"):
-        return "local", v.removeprefix("dflashctl-")
-    return None, v
+        assert isinstance(data, dict)
+        return "local", v.removeprefix("dflashctl-"), BundledStep.from_server(data)
+    return None, v, None
 
 
 def measure_server(
@@ -197,7 +199,7 @@ def measure_server(
         if err:
             raise ServerError(f"{side.role} server {base}: {err}", hint)
         side.model = ids[0]
-        engine, version = _server_identity(client, base)
+        engine, version, side.step = _server_identity(client, base)
         use_prom = False
         try:
             reading = prom.parse_reading(
@@ -283,6 +285,7 @@ class BundledStep:
 
     draft_vocab: str | None = None
     draft_confidence: float = 0.0
+    source: str = field(default="the deployment's command", compare=False)
 
     @classmethod
     def from_command(cls, cmd: list[str]) -> BundledStep:
@@ -300,6 +303,21 @@ class BundledStep:
             confidence = 0.0
         return cls(None if vocab in (None, "", "none") else vocab, confidence)
 
+    @classmethod
+    def from_server(cls, version: dict[str, Any]) -> BundledStep | None:
+        """What the bundled engine's /version says of its step (None from an older one)."""
+        step = version.get("dflashctl_step")
+        if not isinstance(step, dict):
+            return None
+        vocab, confidence = step.get("draft_vocab"), step.get("draft_confidence")
+        if not isinstance(confidence, int | float) or isinstance(confidence, bool):
+            confidence = 0.0
+        return cls(
+            vocab if isinstance(vocab, str) and vocab else None,
+            float(confidence),
+            "the production server's /version",
+        )
+
     @property
     def args(self) -> list[str]:
         out = ["--draft-vocab", self.draft_vocab] if self.draft_vocab else []
@@ -315,8 +333,8 @@ class BundledStep:
         if self.draft_confidence > 0:
             how.append("only those the drafter is sure of verified")
         return (
-            "the reference steps as production does: " + " ".join(self.args) + " (from the "
-            f"deployment's command; {', '.join(how)})"
+            "the reference steps as production does: " + " ".join(self.args) + f" (from "
+            f"{self.source}; {', '.join(how)})"
         )
 
 

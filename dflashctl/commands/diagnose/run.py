@@ -326,6 +326,8 @@ def _run(
             "read its log; a server that passes /health can still die on its first request",
         )
 
+    # the bundled engine's step: the deployment's record, else what its /version says
+    step = opts.step or production.step or BundledStep()
     k = production.num_speculative_tokens
     if k is None and facts is not None:
         k = facts.num_speculative_tokens
@@ -341,7 +343,7 @@ def _run(
             k=k,
             dtype=opts.dtype,
             say=say,
-            step=opts.step,
+            step=step,
         )
     else:
         measure_on_host(
@@ -359,7 +361,7 @@ def _run(
             timeout=opts.timeout,
             ready_timeout=opts.ready_timeout,
             say=say,
-            step=opts.step,
+            step=step,
         )
 
     findings: list[Finding] = []
