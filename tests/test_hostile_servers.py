@@ -13,6 +13,7 @@ from support.hostile import (
     endless,
     gzip_bomb,
     models,
+    send_json,
     trickle,
 )
 
@@ -115,6 +116,32 @@ class TestSmoke:
         assert "Traceback" not in res.stderr
         assert res.code == 1, res.stdout + res.stderr
         assert "Content-Encoding 'br'" in res.stdout
+
+
+class TestDiagnoseVersion:
+    """diagnose reads who a server is from GET /version: within 64 KiB and 10 s."""
+
+    def identity(self, route) -> tuple:
+        import httpx
+
+        from dflashctl.commands.diagnose.measure import _server_identity
+
+        with HostileServer({"/version": route}) as s, httpx.Client() as client:
+            t0 = time.monotonic()
+            out = _server_identity(client, s.url)
+        return out, time.monotonic() - t0
+
+    def test_the_bundled_engines_answer_is_read(self):
+        body = {"version": "dflashctl-0.1.0", "dflashctl_step": {"draft_confidence": 0.5}}
+        (engine, version, step), _ = self.identity(lambda h: send_json(h, body))
+        assert (engine, version) == ("local", "0.1.0")
+        assert step is not None and step.draft_confidence == 0.5
+
+    def test_an_endless_body_is_not_known_and_bounded(self):
+        # was read whole: a server sending without end held diagnose (and its memory) forever
+        out, seconds = self.identity(endless("application/json"))
+        assert out == (None, None, None)
+        assert seconds < 10, seconds
 
 
 class TestBench:
