@@ -165,6 +165,19 @@ class TestRules:
         row = by_field(check_drafter(cfg))["dflash_config.target_layer_ids"]
         assert row.status == "invalid" and needle in (row.hint or "")
 
+    def test_negative_ids_are_invalid_when_the_depth_is_not_known(self):
+        # was "ok: target layer count unknown" while the vLLM rows below it said invalid
+        cfg = published()
+        del cfg["num_target_layers"]
+        cfg["dflash_config"]["target_layer_ids"] = [-2, 16, 31, 46, 61]
+        row = by_field(check_drafter(cfg))["dflash_config.target_layer_ids"]
+        assert row.status == "invalid" and "ids [-2] name no target layer" in (row.hint or "")
+        rows = by_field(check_drafter(cfg))
+        assert rows["aux layers (vllm V1)"].status == "invalid"  # the engine's row stays
+        for ok in ([1, 16, 31, 46, 61], [-1, 16, 31, 46, 61]):  # -1: layer 0's input
+            cfg["dflash_config"]["target_layer_ids"] = ok
+            assert by_field(check_drafter(cfg))["dflash_config.target_layer_ids"].status == "ok"
+
     def test_formula_is_only_a_warning(self):
         cfg = published()
         cfg["dflash_config"]["target_layer_ids"] = [5, 19, 33, 47, 61]

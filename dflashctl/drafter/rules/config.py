@@ -267,6 +267,14 @@ def check_layer_ids(c: Ctx) -> None:
             "not ascending: engines capture in layer order, so fc gets its features in another "
             "order than it was trained with (silently)"
         )
+    # depth unknown: engines capture layer id + 1, so ids below -1 name no layer at all
+    negative = [i for i in ids if i < -1] if c.n_target is None else []
+    if negative:
+        problems.append(
+            f"ids {negative} name no target layer (ids below -1; the target's depth is not "
+            "known here, pass --target DIR to check the range); each engine's row below says "
+            "what it does with them"
+        )
     if c.n_target is not None:
         bad = [i for i in ids if not 0 <= i < c.n_target]
         if bad:
@@ -277,6 +285,8 @@ def check_layer_ids(c: Ctx) -> None:
             )
     if problems:
         c.add(name, "invalid", ids, expected, "; ".join(problems))
+        if negative:
+            check_aux(c)
         return
 
     if expected is not None:
