@@ -170,9 +170,9 @@ class TestRules:
         cfg = published()
         del cfg["num_target_layers"]
         cfg["dflash_config"]["target_layer_ids"] = [-2, 16, 31, 46, 61]
-        row = by_field(check_drafter(cfg))["dflash_config.target_layer_ids"]
-        assert row.status == "invalid" and "ids [-2] name no target layer" in (row.hint or "")
         rows = by_field(check_drafter(cfg))
+        row = rows["dflash_config.target_layer_ids"]
+        assert row.status == "invalid" and "ids [-2] name no target layer" in (row.hint or "")
         assert rows["aux layers (vllm V1)"].status == "invalid"  # the engine's row stays
         for ok in ([1, 16, 31, 46, 61], [-1, 16, 31, 46, 61]):  # -1: layer 0's input
             cfg["dflash_config"]["target_layer_ids"] = ok
