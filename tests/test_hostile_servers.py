@@ -143,6 +143,13 @@ class TestDiagnoseVersion:
         assert out == (None, None, None)
         assert seconds < 10, seconds
 
+    def test_a_trickled_body_is_not_known_and_bounded(self):
+        # one byte every 0.5 s: the wall clock, not the body's size, ends it
+        body = b'{"version": "dflashctl-0.1.0", "pad": "' + b"x" * 60 + b'"}'
+        out, seconds = self.identity(trickle("application/json", body))
+        assert out == (None, None, None)
+        assert seconds < 15, seconds
+
 
 class TestBench:
     def test_one_target_timing_out_is_a_failed_cell_not_a_traceback(self):

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from dflashctl.errors import ServerError
+from dflashctl.errors import DflashError, ServerError
 from dflashctl.http_body import (
     ACCEPT_ENCODING,
     MAX_JSON_BODY,
@@ -38,6 +38,7 @@ from dflashctl.http_body import (
 
 Clock = Callable[[], float]
 MAX_ERROR_BODY = 4096
+MAX_VERSION_BODY = 1 << 16
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
 _TAG = re.compile(r"<[^>]+>")
 
@@ -250,6 +251,24 @@ def describe_body(status: int, ctype: str, body: bytes) -> tuple[str, str | None
 
 
 # ---- /v1/models ---------------------------------------------------------------------------------
+
+
+def get_version(client: httpx.Client, base: str, wait: float = 10.0) -> dict[str, Any] | None:
+    """GET /version's JSON object within 64 KiB and `wait` seconds, headers included; None
+    when the server has none, answers anything else, or is too slow (never an error)."""
+    url = f"{base}/version"
+    try:
+        with (
+            WallClock(wait) as clock,
+            client.stream("GET", url, timeout=wait, extensions={"trace": clock.trace}) as r,
+        ):
+            if r.status_code != 200:
+                return None
+            body = read_body(r, cap=MAX_VERSION_BODY, what=url, deadline=time.monotonic() + wait)
+        data = json.loads(body)
+    except (httpx.HTTPError, DflashError, DeadlinePassed, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def list_models(client: httpx.Client, base: str) -> tuple[list[str], str | None, str | None]:

@@ -25,7 +25,6 @@ run goes on; the report's `ok` is then False (exit 1). No printing: progress goe
 
 from __future__ import annotations
 
-import json
 import time
 
 import httpx
@@ -44,13 +43,13 @@ from dflashctl.commands.bench.session import (
     TargetResult,
 )
 from dflashctl.commands.bench.targets import BenchTarget, resolve_targets
-from dflashctl.errors import DflashError, ServerError
+from dflashctl.errors import ServerError
 from dflashctl.fixtures import Prompt, load_prompts
 from dflashctl.metrics.spec_probe import (
     NOT_CONFIGURED,
     UNREADABLE,
 )
-from dflashctl.server.client import list_models
+from dflashctl.server.client import get_version, list_models
 
 
 def detect_engine(client: httpx.Client, target: BenchTarget) -> None:
@@ -58,14 +57,8 @@ def detect_engine(client: httpx.Client, target: BenchTarget) -> None:
     engine is `dflashctl-…`; vLLM's is a bare version number."""
     if target.engine:
         return
-    from dflashctl.http_body import DeadlinePassed, read_body
-
-    try:
-        with client.stream("GET", f"{target.url}/version", timeout=5.0) as r:
-            body = read_body(r, cap=1 << 16, what="/version", deadline=time.monotonic() + 5.0)
-        version = str(json.loads(body).get("version", "")) if r.status_code == 200 else ""
-    except (httpx.HTTPError, DflashError, DeadlinePassed, ValueError, AttributeError):
-        return
+    data = get_version(client, target.url, wait=5.0)
+    version = str(data.get("version", "")) if data else ""
     if version.startswith("dflashctl"):
         target.engine = "local"
     elif version[:1].isdigit():

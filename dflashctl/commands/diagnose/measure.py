@@ -155,23 +155,13 @@ def pool(windows: list[SpecWindow | None]) -> SpecWindow | None:
 def _server_identity(client: Any, base: str) -> tuple[str | None, str | None, BundledStep | None]:
     """(engine, version, step) from GET /version: the bundled engine answers `dflashctl-X` and
     its step, vLLM its version; anything else (or a body over 64 KiB) is not known."""
-    import json
+    from dflashctl.server.client import get_version
 
-    import httpx
-
-    from dflashctl.http_body import read_body
-
-    try:  # a hostile or broken server's body is read within 64 KiB and 10 s
-        with client.stream("GET", f"{base}/version", timeout=10.0) as r:
-            body = read_body(r, cap=1 << 16, what="/version", deadline=time.monotonic() + 10.0)
-        data = json.loads(body) if r.status_code == 200 else None
-    except (httpx.HTTPError, ServerError, ValueError):
-        return None, None, None
-    v = data.get("version") if isinstance(data, dict) else None
+    data = get_version(client, base) or {}
+    v = data.get("version")
     if not isinstance(v, str):
         return None, None, None
     if v.startswith("dflashctl-"):
-        assert isinstance(data, dict)
         return "local", v.removeprefix("dflashctl-"), BundledStep.from_server(data)
     return None, v, None
 
