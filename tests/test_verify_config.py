@@ -155,8 +155,8 @@ class TestRules:
         [
             ([1, 16, 16, 46, 61], "duplicate ids [16]"),
             ([16, 1, 31, 46, 61], "not ascending"),
-            ([1, 16, 31, 46, 64], "ids [64] do not exist in a 64-layer target"),
-            ([-1, 16, 31, 46, 61], "ids [-1] do not exist"),
+            ([1, 16, 31, 46, 64], "ids [64] name no layer of a 64-layer target"),
+            ([-2, 16, 31, 46, 61], "ids [-2] name no layer"),
         ],
     )
     def test_bad_id_lists(self, ids: list[int], needle: str):
@@ -164,6 +164,26 @@ class TestRules:
         cfg["dflash_config"]["target_layer_ids"] = ids
         row = by_field(check_drafter(cfg))["dflash_config.target_layer_ids"]
         assert row.status == "invalid" and needle in (row.hint or "")
+
+    def test_minus_one_is_the_embeddings_when_the_depth_is_known(self):
+        # was "ids [-1] do not exist … the first request dies", while vLLM captures index 0 (the
+        # embeddings) for it and the aux row said ok
+        cfg = published()
+        cfg["dflash_config"]["target_layer_ids"] = [-1, 16, 31, 46, 61]
+        rows = by_field(check_drafter(cfg, entry=ENTRY))
+        assert rows["dflash_config.target_layer_ids"].status == "mismatch"  # the published ids
+        assert (rows["aux layers"].status, rows["aux layers"].found) == (
+            "ok",
+            "(0, 17, 32, 47, 62)",
+        )
+        row = by_field(check_drafter(cfg))["dflash_config.target_layer_ids"]
+        assert row.status == "ok" and "-1 reads the target's embeddings" in (row.hint or "")
+        cfg["dflash_config"]["target_layer_ids"] = [1, 16, 31, 46, 64]  # one past the last
+        rows = by_field(check_drafter(cfg))
+        assert rows["dflash_config.target_layer_ids"].status == "invalid"
+        assert "expects 25600 concatenated aux hidden features but received 20480" in (
+            rows["aux layers (vllm V1)"].hint or ""
+        )  # the engine's row now follows the range problem
 
     def test_negative_ids_are_invalid_when_the_depth_is_not_known(self):
         # was "ok: target layer count unknown" while the vLLM rows below it said invalid
@@ -339,7 +359,7 @@ class TestTarget:
             tmp_path, num_hidden_layers=48, vocab_size=151936, hidden_size=4096, rope_theta=1e6
         )
         bad = failed(check_drafter(published(), target=target))
-        assert "ids [61] do not exist in a 48-layer target (target config)" in (
+        assert "ids [61] name no layer of a 48-layer target (target config;" in (
             bad["dflash_config.target_layer_ids"].hint or ""
         )
         assert bad["target: vocab_size"].status == "invalid"

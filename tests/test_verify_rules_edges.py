@@ -792,14 +792,11 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
             "invalid",
             [16, 1, 70],
             None,
-            (
-                "not ascending: engines capture in layer order, so fc gets its "
-                "features in another order than it was trained with (silently); ids "
-                "[70] do not exist in a 64-layer target (drafter num_target_layers): "
-                "dropped silently at start-up, then the first request dies with "
-                "'DFlash drafter expects X concatenated aux hidden features but "
-                "received Y'"
-            ),
+            "not ascending: engines capture in layer order, so fc gets its features in another "
+            "order than it was trained with (silently); ids [70] name no layer of a 64-layer "
+            "target (drafter num_target_layers; engines capture id + 1, so ids -1 … 63 exist): "
+            "dropped silently at start-up, then the first request dies with 'DFlash drafter "
+            "expects X concatenated aux hidden features but received Y'",
         ),
     ],
     "ids the entry's, not the formula": [

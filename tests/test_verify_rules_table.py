@@ -1395,11 +1395,28 @@ EXPECTED: dict[str, object] = {
             "invalid",
             [0, 16, 31, 46, 64],
             None,
-            "ids [64] do not exist in a 64-layer target (drafter"
-            " num_target_layers): dropped silently "
-            "at start-up, then the first request dies with 'DFlash drafter expects"
-            " X concatenated aux "
-            "hidden features but received Y'",
+            "ids [64] name no layer of a 64-layer target (drafter num_target_layers; engines "
+            "capture id + 1, so ids -1 … 63 exist): dropped silently at start-up, then the first "
+            "request dies with 'DFlash drafter expects X concatenated aux hidden features but "
+            "received Y'",
+        ),
+        (
+            "+",
+            "aux layers (vllm V1)",
+            "invalid",
+            "(1, 17, 32, 47, 65) from dflash_config.target_layer_ids (+1)",
+            "(1, 17, 32, 47, 65)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
+        ),
+        (
+            "+",
+            "aux layers (vllm V2)",
+            "invalid",
+            "(1, 17, 32, 47, 65) from dflash_config.target_layer_ids",
+            "(1, 17, 32, 47, 65)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
         ),
     ],
     "ids at the last layer": [
@@ -2757,11 +2774,28 @@ EXPECTED: dict[str, object] = {
             "invalid",
             [1, 16, 31, 46, 61],
             [1, 16, 31, 46, 61],
-            "ids [1, 16, 31, 46, 61] do not exist in a 0-layer target (target"
-            " config): dropped silently "
-            "at start-up, then the first request dies with 'DFlash drafter expects"
-            " X concatenated aux "
-            "hidden features but received Y'",
+            "ids [1, 16, 31, 46, 61] name no layer of a 0-layer target (target config; engines "
+            "capture id + 1, so only -1 exists): dropped silently at start-up, then the first "
+            "request dies with 'DFlash drafter expects X concatenated aux hidden features but "
+            "received Y'",
+        ),
+        (
+            "+",
+            "aux layers (vllm V1)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids (+1)",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 0 (on the first request; /health still answers 200)",
+        ),
+        (
+            "+",
+            "aux layers (vllm V2)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 0 (on the first request; /health still answers 200)",
         ),
         (
             "+",
@@ -2815,10 +2849,27 @@ EXPECTED: dict[str, object] = {
             "invalid",
             [1, 16, 31, 46, 61],
             [1, 16, 31, 46, 61],
-            "ids [61] do not exist in a 48-layer target (target config): dropped"
-            " silently at start-up, "
-            "then the first request dies with 'DFlash drafter expects X concatenated aux hidden "
-            "features but received Y'",
+            "ids [61] name no layer of a 48-layer target (target config; engines capture id + 1, "
+            "so ids -1 … 47 exist): dropped silently at start-up, then the first request dies with "
+            "'DFlash drafter expects X concatenated aux hidden features but received Y'",
+        ),
+        (
+            "+",
+            "aux layers (vllm V1)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids (+1)",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
+        ),
+        (
+            "+",
+            "aux layers (vllm V2)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
         ),
         (
             "+",
@@ -2861,10 +2912,27 @@ EXPECTED: dict[str, object] = {
             "invalid",
             [1, 16, 31, 46, 61],
             None,
-            "ids [61] do not exist in a 48-layer target (target config): dropped"
-            " silently at start-up, "
-            "then the first request dies with 'DFlash drafter expects X concatenated aux hidden "
-            "features but received Y'",
+            "ids [61] name no layer of a 48-layer target (target config; engines capture id + 1, "
+            "so ids -1 … 47 exist): dropped silently at start-up, then the first request dies with "
+            "'DFlash drafter expects X concatenated aux hidden features but received Y'",
+        ),
+        (
+            "+",
+            "aux layers (vllm V1)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids (+1)",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
+        ),
+        (
+            "+",
+            "aux layers (vllm V2)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
         ),
         (
             "+",
@@ -2907,10 +2975,27 @@ EXPECTED: dict[str, object] = {
             "invalid",
             [1, 16, 31, 46, 61],
             None,
-            "ids [61] do not exist in a 48-layer target (target config): dropped"
-            " silently at start-up, "
-            "then the first request dies with 'DFlash drafter expects X concatenated aux hidden "
-            "features but received Y'",
+            "ids [61] name no layer of a 48-layer target (target config; engines capture id + 1, "
+            "so ids -1 … 47 exist): dropped silently at start-up, then the first request dies with "
+            "'DFlash drafter expects X concatenated aux hidden features but received Y'",
+        ),
+        (
+            "+",
+            "aux layers (vllm V1)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids (+1)",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
+        ),
+        (
+            "+",
+            "aux layers (vllm V2)",
+            "invalid",
+            "(2, 17, 32, 47, 62) from dflash_config.target_layer_ids",
+            "(2, 17, 32, 47, 62)",
+            "ValueError: DFlash drafter expects 25600 concatenated aux hidden features but "
+            "received 20480 (on the first request; /health still answers 200)",
         ),
         ("+", "target: num_hidden_layers", "ok", 48, None, "target text_config"),
     ],

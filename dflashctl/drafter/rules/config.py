@@ -275,17 +275,21 @@ def check_layer_ids(c: Ctx) -> None:
             "known here, pass --target DIR to check the range); each engine's row below says "
             "what it does with them"
         )
-    if c.n_target is not None:
-        bad = [i for i in ids if not 0 <= i < c.n_target]
-        if bad:
-            problems.append(
-                f"ids {bad} do not exist in a {c.n_target}-layer target ({c.n_target_source}): "
-                "dropped silently at start-up, then the first request dies with 'DFlash drafter "
-                "expects X concatenated aux hidden features but received Y'"
-            )
+    # depth known: engines capture the input of layer id + 1, so -1 is the embeddings and
+    # n_target - 1 the last layer's output; anything outside names no capture point
+    bad = [i for i in ids if not -1 <= i < c.n_target] if c.n_target is not None else []
+    if bad:
+        assert c.n_target is not None
+        span = f"ids -1 … {c.n_target - 1} exist" if c.n_target else "only -1 exists"
+        problems.append(
+            f"ids {bad} name no layer of a {c.n_target}-layer target ({c.n_target_source}; "
+            f"engines capture id + 1, so {span}): dropped silently at "
+            "start-up, then the first request dies with 'DFlash drafter expects X concatenated "
+            "aux hidden features but received Y'"
+        )
     if problems:
         c.add(name, "invalid", ids, expected, "; ".join(problems))
-        if negative:
+        if negative or bad:
             check_aux(c)
         return
 
@@ -301,9 +305,16 @@ def check_layer_ids(c: Ctx) -> None:
             "ok",
             ids,
             None,
-            f"all below the target's {c.n_target} layers ({c.n_target_source})"
-            if c.n_target is not None
-            else "target layer count unknown: pass --target DIR to check the range",
+            (
+                f"all below the target's {c.n_target} layers ({c.n_target_source})"
+                if c.n_target is not None
+                else "target layer count unknown: pass --target DIR to check the range"
+            )
+            + (
+                "; -1 reads the target's embeddings (layer 0's input), not a layer's output"
+                if -1 in ids
+                else ""
+            ),
         )
 
     # The formula is a plausibility check, never an error.
