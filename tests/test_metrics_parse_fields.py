@@ -228,6 +228,8 @@ VLLM_CASES: list[tuple[str, object]] = [
                 "drafted_tokens": 1,
                 "engine": "vllm",
                 "format": "vllm-0.8.3",
+                "mean_acceptance_length": 2.0,  # one draft at least: a token was drafted
+                "num_drafts": 1,
                 "per_position": [0.5, 0.3, 0.2],
             },
             [],
@@ -1071,3 +1073,26 @@ def test_v0_window(prev, cur, want) -> None:  # type: ignore[no-untyped-def]
         assert w is None
         return
     assert figures(w) == {"engine": "vllm", "format": "vllm-v0", **want}
+
+
+@pytest.mark.parametrize(
+    ("drafted", "want"),
+    [
+        (150, 10),  # every draft proposed K = 15: drafted / K, the mean agrees
+        (100, 10),  # steps cut short (near max_tokens): drafted / K = 7 would print 5.29
+        (16, 2),  # two drafts, one of a single token
+    ],
+)
+def test_vllm_drafts_when_steps_propose_fewer_than_k(drafted: int, want: int) -> None:
+    """vLLM prints 1 + accepted / drafts; drafted / K undercounts drafts that were cut short."""
+    drafts = want
+    accepted = 3 * drafts if drafted >= 3 * drafts else drafted
+    rates = ", ".join(["0.700"] + ["0.000"] * 14)
+    line = (
+        f"{SPEC}Mean acceptance length: {1 + accepted / drafts:.2f}, Accepted throughput: 3.00 "
+        f"tokens/s, Drafted throughput: 10.00 tokens/s, Accepted: {accepted} tokens, Drafted: "
+        f"{drafted} tokens, Per-position acceptance rate: {rates}, Avg Draft acceptance rate: "
+        f"{100 * accepted / drafted:.1f}%"
+    )
+    w = parse_vllm(line).window
+    assert w is not None and w.num_drafts == want

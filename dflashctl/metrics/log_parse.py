@@ -242,6 +242,19 @@ _CURRENT_RE = re.compile(
 )
 
 
+def _num_drafts(drafted: int, k: int, accepted: int | None, mean: float | None) -> int | None:
+    """Drafts in a vLLM window. A draft proposes at most K tokens, so drafted / K is a floor, and
+    exact when no step was cut short; vLLM prints the mean as 1 + accepted / drafts to two
+    decimals, so when drafted / K cannot have given that mean, steps proposed fewer than K
+    (near max_tokens or max_model_len, a truncated block) and the mean gives the count."""
+    by_k = math.ceil(drafted / k)
+    if mean is None or not accepted or accepted > drafted or mean <= 1.005 or by_k == 0:
+        return by_k or None
+    if abs(1 + accepted / by_k - mean) <= 0.0051:
+        return by_k
+    return min(max(round(accepted / (mean - 1)), by_k), drafted)
+
+
 def parse_vllm(text: str) -> ParsedLine:
     """A `SpecDecoding metrics:` (V1) or `Speculative metrics:` (V0, early V1) line."""
     m = _CURRENT_RE.search(text)
@@ -261,7 +274,7 @@ def parse_vllm(text: str) -> ParsedLine:
             drafted_tokens=drafted,
             per_position=pp,
             draft_acceptance_rate=float(m.group(7)) / 100.0,
-            num_drafts=round(drafted / len(pp)) or None,
+            num_drafts=_num_drafts(drafted, len(pp), accepted, float(m.group(1))),
         )
         return ParsedLine(w)
     idx = text.find("SpecDecoding metrics:")
@@ -323,9 +336,11 @@ def parse_vllm(text: str) -> ParsedLine:
         w.format = "vllm-0.8.5"
     else:
         w.format = "vllm-0.8.3"
-    # num_drafts: every draft proposes K tokens (K = number of per-position values).
+    # num_drafts: K = number of per-position values, checked against the mean.
     if w.per_position and w.drafted_tokens:
-        w.num_drafts = round(w.drafted_tokens / len(w.per_position)) or None
+        w.num_drafts = _num_drafts(
+            w.drafted_tokens, len(w.per_position), w.accepted_tokens, w.mean_acceptance_length
+        )
     elif w.mean_acceptance_length and w.mean_acceptance_length > 1 and w.accepted_tokens:
         w.num_drafts = round(w.accepted_tokens / (w.mean_acceptance_length - 1)) or None
     if w.mean_acceptance_length is None and w.num_drafts and w.accepted_tokens is not None:
