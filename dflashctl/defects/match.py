@@ -88,55 +88,95 @@ def _mitigation(d: Defect, ctx: Context) -> str | None:
     return ", ".join(parts)
 
 
-def match_defect(d: Defect, ctx: Context, floor: Version | None) -> DefectMatch | None:
+@dataclass
+class RuledOut:
+    """A catalogue entry of this engine that does not apply, with the first fact against it."""
+
+    defect: Defect
+    by: str  # version | build | runner | condition
+    why: str  # e.g. "vllm 0.33.0 has the fix (0.32.1)"
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.defect.id, "title": self.defect.title, "by": self.by, "why": self.why}
+
+
+def match_defect(d: Defect, ctx: Context, floor: Version | None) -> DefectMatch | RuledOut | None:
+    """The match, or why the entry does not apply; None for another engine's entry."""
     if d.engine != ctx.facts.engine:
         return None
     evidence: list[str] = []
     unchecked: list[str] = []
 
-    def take(o: Outcome) -> bool:
+    def against(o: Outcome, by: str) -> RuledOut | None:
         if o.holds is False:
-            return False
+            return RuledOut(d, by, o.text)
         (evidence if o.holds else unchecked).append(o.text)
-        return True
+        return None
 
     version, measured = _version_outcome(d, ctx, floor)
-    if not take(version):
-        return None
+    if ruled := against(version, "version"):
+        return ruled
     if d.build != "any":
         b = ctx.build
         build = Outcome(
             None if b is None else b == d.build,
-            f"{d.build} build" if b == d.build else f"build {b or 'not known'}",
+            f"{d.build} build"
+            if b == d.build
+            else f"build {b}, not {d.build}"
+            if b
+            else "build not known",
         )
-        if not take(build):
-            return None
-    if d.runner != "any" and not take(
-        Outcome(ctx.runner == d.runner, f"runner {ctx.runner}: {ctx.runner_why}")
+        if ruled := against(build, "build"):
+            return ruled
+    if d.runner != "any" and (
+        ruled := against(
+            Outcome(ctx.runner == d.runner, f"runner {ctx.runner}: {ctx.runner_why}"), "runner"
+        )
     ):
-        return None
+        return ruled
     for c in d.conditions:
-        if not take(PREDICATES[c.name].fn(ctx, c.arg)):
-            return None
+        if ruled := against(PREDICATES[c.name].fn(ctx, c.arg), "condition"):
+            return ruled
     certainty = "possible" if unchecked else ("confirmed" if measured else "likely")
     return DefectMatch(d, certainty, evidence, unchecked, _mitigation(d, ctx))
+
+
+@dataclass
+class Assessment:
+    """Every catalogue entry of one engine, sorted into those that apply and those ruled out."""
+
+    matches: list[DefectMatch]
+    ruled_out: list[RuledOut]
+
+
+def assess(
+    facts: Facts, catalogue: Catalogue | None = None, *, include_possible: bool = False
+) -> Assessment:
+    """The catalogue entries that apply to `facts`, errors first, and the rest of the engine's
+    entries with the fact that rules each out. Conditions that cannot be checked (missing facts)
+    keep an entry out of both lists unless `include_possible`."""
+    cat = catalogue or load_catalogue()
+    ctx = Context(facts)
+    info = cat.engines.get(facts.engine)
+    floor = info.dflash_since if info else None
+    found: list[DefectMatch] = []
+    ruled_out: list[RuledOut] = []
+    for d in cat.for_engine(facts.engine):
+        m = match_defect(d, ctx, floor)
+        if isinstance(m, RuledOut):
+            ruled_out.append(m)
+        elif m is not None and (include_possible or m.certainty != "possible"):
+            found.append(m)
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    found.sort(key=lambda m: (order[m.defect.severity], CERTAINTIES.index(m.certainty)))
+    return Assessment(found, ruled_out)
 
 
 def match(
     facts: Facts, catalogue: Catalogue | None = None, *, include_possible: bool = False
 ) -> list[DefectMatch]:
-    """The catalogue entries that apply to `facts`, errors first. Conditions that cannot be
-    checked (missing facts) keep an entry out unless `include_possible`."""
-    cat = catalogue or load_catalogue()
-    ctx = Context(facts)
-    info = cat.engines.get(facts.engine)
-    floor = info.dflash_since if info else None
-    found = [m for d in cat.for_engine(facts.engine) if (m := match_defect(d, ctx, floor))]
-    if not include_possible:
-        found = [m for m in found if m.certainty != "possible"]
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    found.sort(key=lambda m: (order[m.defect.severity], CERTAINTIES.index(m.certainty)))
-    return found
+    """The catalogue entries that apply to `facts`, errors first (see `assess`)."""
+    return assess(facts, catalogue, include_possible=include_possible).matches
 
 
 def likely_causes(

@@ -25,7 +25,7 @@ from dflashctl.commands.doctor.report import (
 )
 from dflashctl.defects.catalogue import Catalogue
 from dflashctl.defects.launch import LaunchSettings
-from dflashctl.defects.match import DefectMatch
+from dflashctl.defects.match import DefectMatch, RuledOut
 from dflashctl.defects.predicates import LLAMA_CPP, public
 from dflashctl.report import Row
 from dflashctl.server.engines import LOCAL_ENGINE_INSTALL, LOCAL_ENGINE_MODULES
@@ -319,7 +319,11 @@ def row_llama_server(rows: Rows, llama: LlamaServer | None, cat: Catalogue) -> N
 
 
 def rows_defects(
-    rows: Rows, matches: list[DefectMatch], engine: str, version: str | None
+    rows: Rows,
+    matches: list[DefectMatch],
+    ruled_out: list[RuledOut],
+    engine: str,
+    version: str | None,
 ) -> list[DefectMatch]:
     shown = [m for m in matches if m.certainty != "possible"]
     for m in shown:
@@ -339,6 +343,11 @@ def rows_defects(
                 f"; {len(possible)} more could apply but were not checked ({'; '.join(needs)}): "
                 + ", ".join(m.defect.id for m in possible)
             )
+        if ruled_out:
+            by_version = sum(r.by == "version" for r in ruled_out)
+            by_facts = [f"{r.defect.id} ({r.why})" for r in ruled_out if r.by != "version"]
+            parts = [f"{by_version} by the version (fixed, or not yet there)"] if by_version else []
+            text += f"; {len(ruled_out)} ruled out: " + ", ".join(parts + by_facts)
         rows.add(
             "defects",
             "known defects",
@@ -346,6 +355,7 @@ def rows_defects(
             text,
             "pass --drafter DIR and --model DIR to check the rest" if possible else None,
             possible=[m.defect.id for m in possible],
+            ruled_out=[r.to_json() for r in ruled_out],
         )
     return shown
 

@@ -51,7 +51,7 @@ from dflashctl.commands.doctor.rows import (
 from dflashctl.defects.catalogue import Catalogue, load_catalogue
 from dflashctl.defects.k_norm import k_norm_from_facts
 from dflashctl.defects.launch import LaunchSettings
-from dflashctl.defects.match import DefectMatch, match
+from dflashctl.defects.match import DefectMatch, assess
 from dflashctl.defects.predicates import (
     LLAMA_CPP,
     Facts,
@@ -212,7 +212,8 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
     )
     build = infer_build(dfacts)
     runner, runner_why = infer_runner(dfacts, build)
-    matches = match(dfacts, cat, include_possible=True) if engine != "local" else []
+    found = assess(dfacts, cat, include_possible=True) if engine != "local" else None
+    matches = found.matches if found else []
 
     rows = Rows()
     py = facts.get("python") or {}
@@ -246,7 +247,7 @@ def _doctor_on(host: Host, opts: DoctorOptions, cat: Catalogue) -> DoctorReport:
             rows, engine, r.block_size, opts.num_speculative_tokens, r.block_size_source
         )
     row_launch(rows, engine, dfacts.launch)
-    shown = rows_defects(rows, matches, engine, version)
+    shown = rows_defects(rows, matches, found.ruled_out if found else [], engine, version)
     row_gpu_memory(rows, engine, g)
     row_processes(rows, facts)
     row_port(rows, facts, engine)
