@@ -677,11 +677,11 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     cols = torch.arange(width)
     flat = (starts[:, None] + cols).clamp(max=len(tokens) - 1)
     table = torch.where(cols < lens[:, None], tokens[flat], ENDOFTEXT)  # [N, width] int32
-    # hold out 1 % of the answers to watch for over-fitting
-    n_val = max(2, len(lens) // 100)
-    perm = torch.randperm(len(lens), generator=torch.Generator().manual_seed(seed))
-    perm = perm[usable[perm]]
-    val_rows, train_rows = perm[:n_val], perm[n_val:]
+    # hold out every 100th answer to watch for over-fitting: by row number, so a run on more
+    # answers (appended) holds out the same rows and the validation losses of runs compare
+    rows = torch.arange(len(lens))
+    held = rows % (100 if int(usable.sum()) >= 200 else 2) == 0
+    val_rows, train_rows = rows[usable & held], rows[usable & ~held]
     start, total, fitted = 0, sz.draft_steps, False
     ckpt = final.with_suffix(".ckpt")
     if ckpt.exists():
@@ -695,11 +695,13 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     b = sz.block
     weights = torch.exp(-torch.arange(b - 1, device=dev, dtype=torch.float) / sz.gamma)
 
-    def batch(pick: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(
+        pick: torch.Tensor, g: torch.Generator = gen
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         w = int(lens[pick].max())
         lo = (plens[pick] - 1).clamp(min=0)  # the first anchor: the prompt's last token
         hi = lens[pick] - 2  # the last anchor with a label
-        u = torch.rand(len(pick), sz.anchors, generator=gen)
+        u = torch.rand(len(pick), sz.anchors, generator=g)
         anchors = lo[:, None] + (u * (hi - lo + 1).clamp(min=1)[:, None]).long()
         return table[pick, :w].to(dev).long(), lens[pick].to(dev), anchors.to(dev)
 
@@ -712,6 +714,13 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         )
         loss = loss / row_w.sum().clamp(min=1)
         return loss, argmax.view_as(labels), labels
+
+    def val_loss() -> torch.Tensor:
+        """The mean loss over the first 512 held-out answers, at anchors fixed for every call
+        and every run: a figure that compares across steps and runs."""
+        g = torch.Generator().manual_seed(1234)
+        picks = val_rows[:512].split(sz.draft_batch)
+        return torch.stack([step_loss(*batch(p, g))[0] for p in picks]).mean()
 
     def save(step: int, with_opt: bool = True) -> None:
         state = {"model": drafter.state_dict(), "step": step, "total": total, "fitted": fitted}
@@ -769,7 +778,7 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
             with torch.no_grad():
                 ok = (guess == labels).float()
                 per_pos = (ok * (labels != -100)).sum((0, 1)) / (labels != -100).sum((0, 1))
-                vl, _, _ = step_loss(*batch(val_rows[: sz.draft_batch]))
+                vl = val_loss()
             acc = [round(a, 2) for a in per_pos.tolist()]
             took = time.time() - t0
             log(f"drafter step {step}/{total} loss {loss.item():.3f} val {vl.item():.3f}")
