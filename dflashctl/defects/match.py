@@ -118,14 +118,12 @@ def match_defect(d: Defect, ctx: Context, floor: Version | None) -> DefectMatch 
         return ruled
     if d.build != "any":
         b = ctx.build
-        build = Outcome(
-            None if b is None else b == d.build,
-            f"{d.build} build"
-            if b == d.build
-            else f"build {b}, not {d.build}"
-            if b
-            else "build not known",
-        )
+        if b is None:
+            build = Outcome(None, "build not known")
+        else:
+            build = Outcome(
+                b == d.build, f"{b} build" if b == d.build else f"build {b}, not {d.build}"
+            )
         if ruled := against(build, "build"):
             return ruled
     if d.runner != "any" and (
