@@ -5,7 +5,6 @@ the run goes on), bad input (exit 2, one line, before any request), and the stat
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from support.cli import run_main
@@ -17,17 +16,12 @@ from dflashctl.commands.bench.targets import parse_concurrency
 FAST = ["--timeout", "10", "--max-tokens", "64", "--warmup-tokens", "4"]
 
 
-def ours(err: str) -> str:
-    """stderr without the test servers' own reports: `socketserver` prints a traceback when a
-    client drops a keep-alive connection (the SSE reader stops at `data: [DONE]` and closes it
-    before the chunked terminator), which is the stand-in server's noise, not dflashctl's."""
-    return re.sub(r"-{40}\nException occurred during processing of request.*?\n-{40}\n", "",
-                  err, flags=re.S)  # fmt: skip
-
-
 def bench_json(monkeypatch, capsys, *args: str) -> tuple[int, dict, str]:
     code, out, err = run_main(monkeypatch, capsys, "bench", *args, "--json", *FAST)
-    assert "Traceback" not in ours(err)
+    # the servers keep dropped connections quiet (support/engine_http.QuietServer): a traceback
+    # here is dflashctl's or a server bug; filtering the server's reports out of stderr raced
+    # with the CLI's own lines written between them
+    assert "Traceback" not in err
     return code, json.loads(out), err
 
 
@@ -218,7 +212,6 @@ class TestBadInput:
         args = [srv.url if a == "URL" else a for a in args]
         code, out, err = run_main(monkeypatch, capsys, "bench", *args)
         assert code == 2, err
-        err = ours(err)
         assert out == "" and "Traceback" not in err
         first, *rest = err.strip().splitlines()
         assert first.startswith("Error: ") and needle in first, err
