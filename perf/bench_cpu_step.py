@@ -5,6 +5,8 @@ median of --reps timings of each part of a step at the same position:
 
     decode        one target token (plain greedy's step)
     verify        the target on the K+1 block (anchor + K drafts), hidden-state taps included
+    verify_N      the same on a block of N tokens (2, 4, 8): what a step that verifies only the
+                  confident prefix (--draft-confidence) pays
     propose       the drafter's pass over [anchor, mask x K] with the shared lm_head
     lm_head       the drafter's lm_head alone on K+1 rows and on 1 row (the vocabulary's share:
                   the target's, or its rows over a reduced draft vocabulary)
@@ -33,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dflashctl.engine.generate import Engine  # noqa: E402
+from perf.machine import cpu  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
 
@@ -81,12 +84,20 @@ def main() -> None:
             "verify": median_ms(
                 lambda: eng.target(block, eng._positions(pos, k + 1), taps=eng.taps), r
             ),
+            **{
+                f"verify_{n}": median_ms(
+                    lambda n=n: eng.target(block[:, :n], eng._positions(pos, n), taps=eng.taps), r
+                )
+                for n in (2, 4, 8)
+                if n < k + 1
+            },
             "propose": median_ms(lambda: eng.propose(tok, pos), r),
             "lm_head_block": median_ms(lambda: head(rows), r),
             "lm_head_1": median_ms(lambda: head(rows[:, :1]), r),
             "step": median_ms(lambda: eng.speculate(tok, pos), r),
         }
     out = {
+        "cpu": cpu(),
         "k": k,
         "threads": args.threads,
         "prompt_tokens": len(ids),

@@ -42,6 +42,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from perf.machine import cpu  # noqa: E402
+
 DEMO = REPO / "dflashctl" / "assets" / "demo"
 WARMUP_TOKENS = 128
 REPEATS = 3
@@ -240,6 +242,7 @@ def main() -> None:
     }
     t0 = time.perf_counter()
     result: dict[str, Any] = {
+        "cpu": cpu(),
         "model": str(args.model),
         "drafter": str(args.drafter),
         "num_speculative_tokens": spec.k,
@@ -321,6 +324,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    print(f"cpu {result['cpu']}")
     print(f"model {result['model']}")
     print(f"drafter {result['drafter']} (K={result['num_speculative_tokens']})")
     print(

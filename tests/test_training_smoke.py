@@ -41,6 +41,8 @@ def test_tiny_training_exports_a_drafter_for_its_target_and_resumes_from_it(
         tmp_path / "w1", tmp_path / "o1", "--stages", "prompts,answers,drafter,export", env=env
     )
     assert "drafter trained for" in log and "Self CPU time total" in log  # the profiled step
+    again = train(tmp_path / "w1", tmp_path / "o1", "--stages", "answers")
+    assert "answers: all" in again  # every prompt answered: not encoded again (a GPU call's 80 s)
     drafter = tmp_path / "o1" / "drafter"
     cfg = json.loads((drafter / "config.json").read_text())
     assert cfg["architectures"] == ["DFlashDraftModel"]
