@@ -5,9 +5,10 @@ training prompts were written by the target itself. If the drafter accepts far m
 training-like prompts it has never seen than on the held-out ones, the held-out τ is held down
 by how unlike the training prompts they are (a data-mix question), not by what the drafter can
 learn. The training-like prompts here are validation rows (every 100th answer by row number,
-which training/demo_pair.py holds out) from row `--from-row` on — by default the fourth round's
-rows, which no run before the thirteenth saw in any split — the first `--per-kind` of each
-held-out kind. Both sets run on this machine in float32, greedy, full vocabulary, K = 15.
+which training/demo_pair.py holds out) from row `--from-row` on — by default the rows answered
+for the thirteenth run (rounds 3 and 4), which no run before had and the thirteenth held out —
+the first `--per-kind` of each held-out kind. Both sets run on this machine in float32,
+greedy, the whole vocabulary, K = 15.
 
     .venv/bin/python training/split_acceptance.py --drafter DIR [--per-kind 12] [--tokens 96]
 """
