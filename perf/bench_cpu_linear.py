@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -28,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dflashctl.engine.generate import Engine  # noqa: E402
+from perf.bench_cpu_step import median_ms  # noqa: E402
 from perf.machine import cpu  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
@@ -56,16 +54,6 @@ def transpose_linears(model: nn.Module) -> int:
     for parent, name, child in swaps:
         setattr(parent, name, TransposedLinear(child))
     return len(swaps)
-
-
-def median_ms(fn: Callable[[], object], reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
 
 
 def timings(eng: Engine, reps: int) -> dict[str, float]:
