@@ -800,10 +800,10 @@ EXPECTED = {
             "collapse",
             "alarm",
             "acceptance collapsed: mean acceptance length 1.00 (≤ 1.30) over 3000 drafted tokens "
-            "at w0; position 1 accepts 0.0 %, every position ~0 (every draft rejected: a wiring "
-            "fault, not a weak drafter). The drafter is doing nothing useful and speculation costs "
-            "time.",
-            ["wiring", "mismatch", "known_defects", "revision"],
+            "at w0; position 1 accepts 0.0 %, every position ~0 (every draft rejected: a wiring or "
+            "config fault, not a weak drafter). The drafter is doing nothing useful and "
+            "speculation costs time.",
+            ["wiring", "mask", "mismatch", "known_defects", "revision"],
         )
     ],
     "collapse, gradual, no timestamp": [
@@ -1752,7 +1752,7 @@ EXPECTED = {
             "below_expected",
             "alarm",
             "mean acceptance length 2.00 at w1 is below --min-acceptance-length (3.00)",
-            ["wiring", "mismatch", "known_defects"],
+            ["wiring", "mask", "mismatch", "known_defects"],
         )
     ],
     "decay of the rate to zero": [

@@ -108,8 +108,9 @@ def cause_workload(th: Thresholds) -> Cause:
 def cause_mask(th: Thresholds) -> Cause:
     return Cause(
         "wrong mask_token_id in the drafter's config.json (the field story's 248064 for "
-        "248070): position 1 still accepts because the anchor token is real, every later "
-        "position predicts from a wrong mask embedding and accepts ~0",
+        "248070): every later position predicts from a wrong mask embedding and accepts ~0; "
+        "position 1 keeps a little because the anchor token is real, or nothing at all (real "
+        "vLLM 0.32 CPU in bf16 on the demo pair: every draft rejected)",
         f"dflashctl verify-config DRAFTER_DIR --drafter {_name(th)} --target TARGET_DIR "
         "(add --host HOST for a remote server)",
     )
@@ -317,9 +318,9 @@ def cause_wiring(th: Thresholds) -> Cause:
 def dflash_causes(signature: str, at: int | None, th: Thresholds, k: int | None) -> list[Cause]:
     """DFlash (and a method the log does not state): config causes first for a dead position 1
     or a cliff, the drafter's own strength first for a gradual decay; wiring first when every
-    position is 0."""
+    position is 0, then a wrong mask id (which can reject position 1 too)."""
     if signature == "all_rejected":
-        return [cause_wiring(th), cause_mismatch(th), cause_known_defects(th)]
+        return [cause_wiring(th), cause_mask(th), cause_mismatch(th), cause_known_defects(th)]
     if signature == "dead":
         return [cause_mismatch(th), cause_swa(th), cause_thinking(th), cause_quant(th)]
     if signature == "cliff":

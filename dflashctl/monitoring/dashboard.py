@@ -8,7 +8,7 @@ dashboard shows vLLM, SGLang and the exporter's engines alike; the rules must be
                           `--drafter` entry's expected range as a dashed band
     τ now                 the last value per series, red at or below the collapse line
     per position          accepted at each draft position per draft: a cliff after position 1
-                          is a wiring fault, a slope a weak drafter
+                          is a config fault (mask id), all at 0 a wiring one, a slope the drafter
     drafted / accepted    verify steps per second, and the tokens they accept per second
     prefix cache beside τ the hit rate (vLLM) with τ on the right axis: acceptance falling as
                           hits rise is the prefix-caching defect
@@ -138,7 +138,8 @@ def dashboard(o: DashboardOptions) -> dict[str, Any]:
         .title("Acceptance per draft position")
         .description(
             "Accepted at each position per draft (vLLM and the exporter). Position 1 high and "
-            "the rest near 0: a wiring fault (taps, lm_head); a gentle slope: the drafter."
+            "the rest near 0: a config fault (mask_token_id); every position near 0: a wiring "
+            "fault (taps, lm_head) or a wrong mask id; a gentle slope: the drafter."
         )
         .datasource(ds)
         .with_target(query("A", f"{POSITION}{SELECT}", "position {{position}} · {{instance}}"))

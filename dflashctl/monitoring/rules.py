@@ -219,11 +219,16 @@ def alert_rules(o: RuleOptions) -> list[dict[str, Any]]:
                 o,
                 "all-drafts-rejected",
                 f"every draft rejected on {where}: mean acceptance length 1.00 with every "
-                "position at 0: not a weak drafter, a wiring fault",
+                "position at 0: not a weak drafter, a wiring or config fault",
                 [
                     (
                         "the drafter's lm_head or draft vocabulary (draft_vocab_size, d2t) "
                         "swapped with or overwritten by the target's",
+                        verify,
+                    ),
+                    (
+                        "a wrong mask_token_id (it can reject position 1 too: real vLLM 0.32 "
+                        "CPU in bf16)",
                         verify,
                     ),
                     (
