@@ -17,6 +17,12 @@ median of --reps timings of each part of a step at the same position:
 
     .venv/bin/python perf/bench_cpu_step.py                 # one thread, K = 15
     .venv/bin/python perf/bench_cpu_step.py -k 7 --threads 2
+    .venv/bin/python perf/bench_cpu_step.py --shape 8x2048 --draft-vocab \
+        dflashctl/assets/demo/draft_vocab.safetensors          # a larger drafter's cost
+
+--shape LAYERSxMLP times a drafter of that many layers and MLP width, built from --drafter's
+config with random weights (a step's cost does not depend on the values): what a larger
+drafter would cost per draft before one is trained.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +57,34 @@ def median_ms(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(times)
 
 
+def sized_drafter(src: Path, shape: str, out: Path) -> Path:
+    """src's config with LAYERSxMLP layers and MLP width, random weights of src's dtype, in out."""
+    from safetensors.torch import load_file, save_file
+
+    layers, mlp = (int(x) for x in shape.lower().split("x"))
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["num_hidden_layers"], cfg["intermediate_size"] = layers, mlp
+    cfg["layer_types"] = [cfg["layer_types"][0]] * layers
+    state = load_file(src / "model.safetensors")
+    one = {k.split(".", 2)[2]: v for k, v in state.items() if k.startswith("layers.0.")}
+    sized = {k: v for k, v in state.items() if not k.startswith("layers.")}
+    gen = torch.Generator().manual_seed(0)
+    for i in range(layers):
+        for name, v in one.items():
+            rows, cols = v.shape if v.dim() == 2 else (v.shape[0], 0)
+            if name.startswith(("mlp.gate_proj", "mlp.up_proj")):
+                rows = mlp
+            if name.startswith("mlp.down_proj"):
+                cols = mlp
+            shape_i = (rows, cols) if cols else (rows,)
+            w = torch.randn(shape_i, generator=gen) * 0.02 if cols else torch.ones(shape_i)
+            sized[f"layers.{i}.{name}"] = w.to(v.dtype)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    save_file(sized, out / "model.safetensors")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", type=Path, help="target (default: the demo pair's, set up once)")
@@ -57,17 +92,23 @@ def main() -> None:
     ap.add_argument("-k", "--num-speculative-tokens", type=int, help="K (default: block - 1)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--draft-vocab", type=Path, help="a reduced draft vocabulary (d2t) to use")
+    ap.add_argument("--shape", help="LAYERSxMLP: time a drafter of this shape (random weights)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.model is None:
         from dflashctl.demo_target import ensure
 
         args.model = ensure()
+    tmp = tempfile.TemporaryDirectory()
+    if args.shape:
+        args.drafter = sized_drafter(args.drafter, args.shape, Path(tmp.name) / "drafter")
     eng = Engine.load(
         args.model,
         args.drafter,
         max_model_len=1024,
         num_speculative_tokens=args.num_speculative_tokens,
+        draft_vocab=args.draft_vocab,
     )
     assert eng.drafter is not None
     ids = eng.tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}])
@@ -100,6 +141,11 @@ def main() -> None:
         "cpu": cpu(),
         "k": k,
         "threads": args.threads,
+        "drafter": {
+            "shape": f"{eng.drafter.args.num_hidden_layers}x{eng.drafter.args.intermediate_size}",
+            "weights": "random" if args.shape else str(args.drafter),
+            "draft_vocab": str(args.draft_vocab) if args.draft_vocab else None,
+        },
         "prompt_tokens": len(ids),
         "ms": {name: round(v, 2) for name, v in ms.items()},
         "break_even_tau": round(ms["step"] / ms["decode"], 2),

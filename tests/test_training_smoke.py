@@ -55,9 +55,11 @@ def test_tiny_training_exports_a_drafter_for_its_target_and_resumes_from_it(
 
     resumed = train(
         tmp_path / "w2", tmp_path / "o2", "--stages", "prompts,answers,drafter",
-        "--set", f"init_from={drafter / 'model.safetensors'}",
+        "--set", f"init_from={drafter / 'model.safetensors'}", "--set", "distill=0.5",
     )  # fmt: skip
     assert f"round 1: from {drafter / 'model.safetensors'}" in resumed
+    assert "loss: 0.5 x ce + 0.5 x KL from the target's distribution" in resumed
+    assert "drafter trained for" in resumed
 
 
 def test_a_second_round_of_prompts_is_appended_and_the_answers_made_keep_their_rows(

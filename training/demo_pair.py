@@ -18,7 +18,10 @@ Stages:
   drafter    the DFlash recipe (shared docs dflash-facts.md §11): random anchors in the answers,
              blocks [anchor, mask x (B-1)] that see the context before their anchor and their
              own block (bidirectionally), loss weights exp(-(k-1)/gamma); the target is frozen
-             and its embedding and lm_head are shared.
+             and its embedding and lm_head are shared. The loss is the cross-entropy on the
+             target's greedy tokens; `--set distill=A` mixes in A x the KL from the target's
+             whole next-token distribution at each label (training/linear_ce.py; the
+             validation loss stays the plain cross-entropy, so it compares across runs).
   export     the drafter in Hugging Face format (bf16 safetensors + config.json) into OUT/drafter.
   eval       held-out prompts, our engine in float32, greedy: acceptance length per kind and per
              position, an n-gram drafter on the same outputs, repeat share, and each stale
@@ -169,6 +172,7 @@ class Sizes:
     draft_lr: float = 6e-4
     draft_round: int = 1  # >1: a further cosine round, started from the last round's weights
     init_from: str = ""  # a drafter's model.safetensors to start round 1 from
+    distill: float = 0.0  # >0: this share of the loss is KL(target's distribution || drafter's)
     prompt_round: int = 1  # > the prompts file's last round: sample n_prompts more (with mix)
     eval_tokens: int = 192
 
@@ -571,10 +575,12 @@ def drafter_forward_train(
     seq: torch.Tensor,
     lens: torch.Tensor,
     anchors: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    teacher: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """seq [N, S] (right-padded), lens [N], anchors [N, A] -> the drafter's normed hidden states
-    [N, A, B-1, H] (the target's lm_head makes them logits) and labels [N, A, B-1] (-100 past a
-    row's end).
+    [N, A, B-1, H] (the target's lm_head makes them logits), labels [N, A, B-1] (-100 past a
+    row's end) and, with `teacher`, the target's own normed hidden states that predicted each
+    label [N, A, B-1, H] (its next-token distribution there, through the same lm_head), else None.
 
     Block a = [seq[anchor], mask x (B-1)] at positions anchor..anchor+B-1 sees context positions
     < anchor (the target's taps, projected by fc) and its own block, never another block. Each
@@ -585,8 +591,11 @@ def drafter_forward_train(
     a_n = anchors.shape[1]
     b = drafter.args.block_size
     dev = seq.device
+    taps = tuple(drafter.args.captured_layers)
     with torch.no_grad():
-        _, feats = target(seq, taps=tuple(drafter.args.captured_layers), last_only=True)
+        last = (len(target.layers),) if teacher else ()  # the final residual, before the norm
+        _, feats = target(seq, taps=taps + last, last_only=True)
+        final = target.norm(feats.pop()) if teacher else None  # [N, S, H]
     ctx = drafter.project_context(feats)  # [N, S, H]
     offs = torch.arange(b, device=dev)
     q_pos = anchors[:, :, None] + offs  # [N, A, B]
@@ -595,6 +604,10 @@ def drafter_forward_train(
     lab_pos = q_pos[:, :, 1:]  # [N, A, B-1]
     labels = torch.gather(seq, 1, lab_pos.clamp(max=s - 1).reshape(n, -1)).view(n, a_n, b - 1)
     labels = labels.masked_fill(lab_pos >= lens[:, None, None], -100)
+    rows = None
+    if final is not None:  # position p's label is what the target predicted at p - 1
+        at = (lab_pos - 1).clamp(max=s - 1).reshape(n, -1, 1).expand(-1, -1, final.shape[-1])
+        rows = torch.gather(final, 1, at).view(n, a_n, b - 1, -1)
     x = target.embed_tokens(block_ids.view(n * a_n, b))  # [N*A, B, H]
     ctx_pos = torch.arange(s, device=dev)
     see_ctx = ctx_pos[None, None, :] < anchors[:, :, None]  # [N, A, S]
@@ -622,7 +635,7 @@ def drafter_forward_train(
         y = y.reshape(n * a_n, nh, b, hd).transpose(1, 2).reshape(n * a_n, b, nh * hd)
         x = x + attn.o_proj(y)
         x = x + layer.mlp(layer.post_attention_layernorm(x))
-    return drafter.norm(x).view(n, a_n, b, -1)[:, :, 1:], labels
+    return drafter.norm(x).view(n, a_n, b, -1)[:, :, 1:], labels, rows
 
 
 def profiler(steps_done: int):
@@ -695,6 +708,8 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         start, total, fitted = state["step"], state["total"], state.get("fitted", True)
         log(f"resumed drafter at step {start} of {total}")
     gen = torch.Generator().manual_seed(seed + start)
+    if sz.distill > 0:
+        log(f"loss: {1 - sz.distill:g} x ce + {sz.distill:g} x KL from the target's distribution")
     b = sz.block
     weights = torch.exp(-torch.arange(b - 1, device=dev, dtype=torch.float) / sz.gamma)
 
@@ -708,12 +723,21 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         anchors = lo[:, None] + (u * (hi - lo + 1).clamp(min=1)[:, None]).long()
         return table[pick, :w].to(dev).long(), lens[pick].to(dev), anchors.to(dev)
 
-    def step_loss(seq, ln, anchors):
+    def step_loss(seq, ln, anchors, distill: float = sz.distill):
+        """The weighted loss: cross-entropy on the target's greedy tokens, with `distill` > 0
+        mixed with the KL from its whole distribution (the validation loss stays plain ce)."""
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-            hidden, labels = drafter_forward_train(drafter, target, seq, ln, anchors)
+            hidden, labels, teacher = drafter_forward_train(
+                drafter, target, seq, ln, anchors, teacher=distill > 0
+            )
         row_w = (weights * (labels != -100)).flatten()
         loss, argmax = linear_cross_entropy(
-            hidden.flatten(0, 2), target.lm_head.weight, labels.flatten(), row_w
+            hidden.flatten(0, 2),
+            target.lm_head.weight,
+            labels.flatten(),
+            row_w,
+            teacher=None if teacher is None else teacher.flatten(0, 2),
+            alpha=distill,
         )
         loss = loss / row_w.sum().clamp(min=1)
         return loss, argmax.view_as(labels), labels
@@ -723,7 +747,7 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
         and every run: a figure that compares across steps and runs."""
         g = torch.Generator().manual_seed(1234)
         picks = val_rows[:512].split(sz.draft_batch)
-        return torch.stack([step_loss(*batch(p, g))[0] for p in picks]).mean()
+        return torch.stack([step_loss(*batch(p, g), distill=0.0)[0] for p in picks]).mean()
 
     def save(step: int, with_opt: bool = True) -> None:
         state = {"model": drafter.state_dict(), "step": step, "total": total, "fitted": fitted}
