@@ -801,8 +801,7 @@ EXPECTED = {
             "alarm",
             "acceptance collapsed: mean acceptance length 1.00 (≤ 1.30) over 3000 drafted tokens "
             "at w0; position 1 accepts 0.0 %, every position ~0 (every draft rejected: a wiring or "
-            "config fault, not a weak drafter). The drafter is doing nothing useful and "
-            "speculation costs time.",
+            "config fault). The drafter is doing nothing useful and speculation costs time.",
             ["wiring", "mask", "mismatch", "known_defects", "revision"],
         )
     ],

@@ -261,10 +261,7 @@ def _collapse(ws: list[SpecWindow], ctx: _Ctx, cold: bool) -> list[Finding]:
         pos = f"; position 1 accepts {b.per_position[0] * 100:.1f} %"
         sig, at = signature_of(b.per_position, th)  # collapsed already: the shape names it
         if sig == "all_rejected":
-            pos += (
-                ", every position ~0 (every draft rejected: a wiring or config fault, not a "
-                "weak drafter)"
-            )
+            pos += ", every position ~0 (every draft rejected: a wiring or config fault)"
         if sig == "cliff":
             pos += f", positions {at}-{len(b.per_position)} ~0 (a cliff: a config signature)"
     causes = ctx.causes(b)
