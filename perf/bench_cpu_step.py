@@ -57,11 +57,19 @@ def median_ms(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(times)
 
 
-def sized_drafter(src: Path, shape: str, out: Path) -> Path:
+def shape_arg(text: str) -> tuple[int, int]:
+    """LAYERSxMLP (e.g. 8x2048) -> (layers, mlp); argparse reports anything else (exit 2)."""
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not LAYERSxMLP (e.g. 8x2048)")
+    return int(parts[0]), int(parts[1])
+
+
+def sized_drafter(src: Path, shape: tuple[int, int], out: Path) -> Path:
     """src's config with LAYERSxMLP layers and MLP width, random weights of src's dtype, in out."""
     from safetensors.torch import load_file, save_file
 
-    layers, mlp = (int(x) for x in shape.lower().split("x"))
+    layers, mlp = shape
     cfg = json.loads((src / "config.json").read_text())
     cfg["num_hidden_layers"], cfg["intermediate_size"] = layers, mlp
     cfg["layer_types"] = [cfg["layer_types"][0]] * layers
@@ -93,7 +101,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--draft-vocab", type=Path, help="a reduced draft vocabulary (d2t) to use")
-    ap.add_argument("--shape", help="LAYERSxMLP: time a drafter of this shape (random weights)")
+    ap.add_argument(
+        "--shape", type=shape_arg, help="LAYERSxMLP: time a drafter of this shape (random weights)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.model is None:
