@@ -77,15 +77,11 @@ def sized_drafter(src: Path, shape: tuple[int, int], out: Path) -> Path:
     one = {k.split(".", 2)[2]: v for k, v in state.items() if k.startswith("layers.0.")}
     sized = {k: v for k, v in state.items() if not k.startswith("layers.")}
     gen = torch.Generator().manual_seed(0)
+    old_mlp = json.loads((src / "config.json").read_text())["intermediate_size"]
     for i in range(layers):
         for name, v in one.items():
-            rows, cols = v.shape if v.dim() == 2 else (v.shape[0], 0)
-            if name.startswith(("mlp.gate_proj", "mlp.up_proj")):
-                rows = mlp
-            if name.startswith("mlp.down_proj"):
-                cols = mlp
-            shape_i = (rows, cols) if cols else (rows,)
-            w = torch.randn(shape_i, generator=gen) * 0.02 if cols else torch.ones(shape_i)
+            dims = [mlp if name.startswith("mlp.") and d == old_mlp else d for d in v.shape]
+            w = torch.randn(dims, generator=gen) * 0.02 if len(dims) == 2 else torch.ones(dims)
             sized[f"layers.{i}.{name}"] = w.to(v.dtype)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
@@ -110,9 +106,9 @@ def main() -> None:
         from dflashctl.demo_target import ensure
 
         args.model = ensure()
-    tmp = tempfile.TemporaryDirectory()
     if args.shape:
-        args.drafter = sized_drafter(args.drafter, args.shape, Path(tmp.name) / "drafter")
+        tmp = tempfile.TemporaryDirectory()  # removed when main returns
+        args.drafter = sized_drafter(args.drafter, args.shape, Path(tmp.name))
     eng = Engine.load(
         args.model,
         args.drafter,
