@@ -53,6 +53,22 @@ def test_tiny_training_exports_a_drafter_for_its_target_and_resumes_from_it(
     )
     assert code == 0, (report, err)
 
+    # a work directory that holds this run's drafter refuses a run of another shape (it would
+    # resume, export and evaluate the wrong drafter), and a --set it cannot read, in one line
+    demo_pair = [sys.executable, str(REPO / "training" / "demo_pair.py"), "--preset", "tiny"]
+    for extra, said in [
+        ("draft_layers=2", "drafter.pt is another run's drafter (draft_layers 1 there, 2 here)"),
+        ("draft_layer=2", "--set draft_layer=2: no size named 'draft_layer'"),
+        ("draft_layers=two", "--set draft_layers=two: draft_layers takes a whole number"),
+    ]:
+        r = subprocess.run(
+            [*demo_pair, "--work", str(tmp_path / "w1"), "--out", str(tmp_path / "o1"),
+             "--target-dir", str(demo_target()), "--stages", "drafter,export", "--set", extra],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 2 and said in r.stderr, r.stderr[-2000:]
+        assert "Traceback" not in r.stderr and said in r.stderr.strip().splitlines()[-1]
+
     resumed = train(
         tmp_path / "w2", tmp_path / "o2", "--stages", "prompts,answers,drafter",
         "--set", f"init_from={drafter / 'model.safetensors'}", "--set", "distill=0.5",

@@ -662,6 +662,38 @@ def round_file(work: Path, r: int) -> Path:
     return work / ("drafter.pt" if r == 1 else f"drafter-r{r}.pt")
 
 
+class OtherRun(Exception):
+    """A drafter file in the work directory was made by a run of another shape or start."""
+
+
+def run_key(sz: Sizes) -> dict:
+    """What makes a drafter file this run's: its shape and the drafter it started from."""
+    keys = ("draft_layers", "draft_intermediate", "taps", "block", "init_from")
+    return {k: getattr(sz, k) for k in keys}
+
+
+def check_same_run(work: Path, sz: Sizes) -> None:
+    """Raise OtherRun when this round's checkpoint, partial or final file was made with another
+    run_key (a new shape, or a new init_from, in a work directory that still holds the last
+    run's): resuming it would train, export or evaluate the wrong drafter. Files from before
+    the key was recorded pass."""
+    final = round_file(work, sz.draft_round)
+    want = run_key(sz)
+    for path in (final.with_suffix(".ckpt"), final.with_suffix(".partial.pt"), final):
+        if not path.exists():
+            continue
+        made = torch.load(path, map_location="cpu", weights_only=False).get("run")
+        diff = {  # init_from only where this call names one (`more` resumes without it)
+            k: (made.get(k), v)
+            for k, v in want.items()
+            if made and made.get(k) != v and (k != "init_from" or v)
+        }
+        if diff:
+            said = ", ".join(f"{k} {a!r} there, {b!r} here" for k, (a, b) in diff.items())
+            raise OtherRun(f"{path} is another run's drafter ({said}): remove it to start "
+                           "this run, or resume with that run's --set")  # fmt: skip
+
+
 def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
     final = round_file(work, sz.draft_round)
     if final.exists():
@@ -751,6 +783,7 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
 
     def save(step: int, with_opt: bool = True) -> None:
         state = {"model": drafter.state_dict(), "step": step, "total": total, "fitted": fitted}
+        state["run"] = run_key(sz)
         state["opt"] = opt.state_dict() if with_opt else None
         torch.save(state, ckpt.with_suffix(".tmp"))
         os.replace(ckpt.with_suffix(".tmp"), ckpt)
@@ -817,11 +850,13 @@ def train_drafter(work: Path, sz: Sizes, dev: torch.device, seed: int) -> None:
             log(f"deadline: stopping at step {step} of {total} (the checkpoint resumes it)")
             save(step)
             partial = {"model": drafter.state_dict(), "steps": step, "total": total}
+            partial["run"] = run_key(sz)
             torch.save(partial, final.with_suffix(".partial.pt"))
             return
     per_step = (time.time() - t_mark) / max(step - start - 10, 1) if t_mark else 0.0
     log(f"drafter trained for {step} steps of {total} ({per_step * 1000:.0f} ms/step)")
-    torch.save({"model": drafter.state_dict(), "steps": step, "total": total}, final)
+    torch.save({"model": drafter.state_dict(), "steps": step, "total": total, "run": run_key(sz)},
+               final)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------- export
@@ -1069,8 +1104,14 @@ def main() -> None:
     GRAPHS = not args.no_graphs
     sz = Sizes.tiny() if args.preset == "tiny" else Sizes()
     for kv in args.set:
-        k, v = kv.split("=", 1)
-        setattr(sz, k, type(getattr(sz, k))(v))
+        k, _, v = kv.partition("=")
+        if not hasattr(sz, k):
+            ap.error(f"--set {kv}: no size named {k!r}")
+        try:
+            setattr(sz, k, type(getattr(sz, k))(v))
+        except ValueError:
+            kind = {int: "a whole number", float: "a number"}[type(getattr(sz, k))]
+            ap.error(f"--set {kv}: {k} takes {kind}")
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -1079,6 +1120,12 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = True
     log("device", dev, "torch", torch.__version__, "sizes", asdict(sz))
     stages = args.stages.split(",")
+    if {"drafter", "export", "heldout"} & set(stages):
+        try:
+            check_same_run(args.work, sz)
+        except OtherRun as e:
+            print(f"demo_pair.py: {e}", file=sys.stderr)
+            sys.exit(2)
     if "target" in stages:
         log("target", target_dir(args.work))
     if "prompts" in stages:

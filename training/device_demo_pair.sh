@@ -14,8 +14,9 @@
 #           prompts and answers (from the tree or .gpu-in/data); sample prompts if there are
 #           none (or a new round: --set prompt_round=N); answer more of them for GEN_MINUTES;
 #           train until the deadline on a schedule of DRAFT_MINUTES across calls (from
-#           INIT_FROM, a drafter's model.safetensors, if set); pack the new prompts and answers,
-#           then the drafter so far. STAGES=prompts,answers: the data only
+#           INIT_FROM, a drafter's model.safetensors, if set: then the last run's drafter
+#           files on the machine are removed first); pack the new prompts and answers, then the
+#           drafter so far. STAGES=prompts,answers: the data only
 #   check-demo  the target as in train, then the demo pair's greedy text on this GPU in float32
 #           (eager, CUDA graphs, and compiled with COMPILE=default) against the CPU's eval.json
 #   more    resume that schedule from the checkpoint until the deadline; pack the drafter (with
@@ -118,6 +119,11 @@ train)
             [ -f "$f" ] && [ ! -f "$S/work/$(basename "$f" .xz)" ] && xz -dc "$f" > "$S/work/$(basename "$f" .xz)"
         done
     done
+    if [ -n "${INIT_FROM:-}" ] && [[ ",${STAGES:-drafter}," == *,drafter,* ]]; then
+        # a new drafter from INIT_FROM: the last run's checkpoint and export would be resumed
+        rm -rf "$S/out" "$S/work/drafter.pt" "$S/work/drafter.ckpt" "$S/work/drafter.partial.pt"
+        echo "a new drafter from $INIT_FROM: the last run's drafter files removed"
+    fi
     ls "$S/work" > "$S/work-before.txt"
     prompts_before=$(cat "$S/work/prompts.json" 2>/dev/null | sha256sum)
     python3 training/demo_pair.py --work "$S/work" --out "$S/out" --target-dir "$S/target" \
@@ -129,6 +135,7 @@ train)
     [ "$(cat "$S/work/prompts.json" | sha256sum)" != "$prompts_before" ] && pack prompts work/prompts.json
     new=$(cd "$S/work" && ls answers-*.pt 2>/dev/null | grep -vxF -f "$S/work-before.txt" || true)
     [ -n "$new" ] && pack answers $(printf 'work/%s ' $new)
+    [ -f "$S/out/heldout.json" ] && cp "$S/out/heldout.json" "$OUT/"
     [ -d "$S/out/drafter" ] && pack drafter out
     ls -la "$OUT"
     ;;
