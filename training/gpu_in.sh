@@ -8,7 +8,8 @@
 #        our tokenizer files (the demo target, converted once), the committed prompts and
 #        answers; DRAFTER's model.safetensors (a drafter directory, or a run's tar.xz under
 #        training/data/runs) rides in g3 (in g4 when it does not fit beside the wheel's last
-#        part: 6 layers × 1536 do not), to resume from with INIT_FROM
+#        part: 6 layers × 1536 do not; a run's tar.xz itself when the file alone is over the
+#        cap: 8 × 2048 is), to resume from with INIT_FROM
 #   bash training/gpu_in.sh stash     before each call: training/data and the shipped drafter
 #                                     into .gpu-stash (both ignored by git)
 #   bash training/gpu_in.sh unstash   after each call, before anything else touches the tree
@@ -52,15 +53,24 @@ build() {
         cp "$target/$f" .gpu-in/g1/tok/
     done
     cp training/data/prompts.json.xz .gpu-in/g2/data/
+    local run=""
     if [[ "$drafter" == *.tar.xz ]]; then
+        run=$drafter
         rm -rf /tmp/gpu-in-run && mkdir /tmp/gpu-in-run && tar xJf "$drafter" -C /tmp/gpu-in-run
         drafter=$(dirname "$(find /tmp/gpu-in-run -name model.safetensors | head -1)")
     fi
     if [ -n "$drafter" ]; then  # beside the wheel's last part if it fits (a 6-layer one does not)
-        local into=g3
-        [ $(($(size .gpu-in/g3) + $(stat -c %s "$drafter/model.safetensors"))) -le $CAP ] || into=g4
-        mkdir -p ".gpu-in/$into/data" && cp "$drafter/model.safetensors" ".gpu-in/$into/data/"
-        echo "the drafter to start from: .gpu-in/$into/data/model.safetensors"
+        local into=g3 file="$drafter/model.safetensors"
+        [ $(($(size .gpu-in/g3) + $(stat -c %s "$file"))) -le $CAP ] || into=g4
+        if [ "$(stat -c %s "$file")" -gt $CAP ]; then  # 8 x 2048 and up: the run's xz travels
+            [ -n "$run" ] && [ "$(stat -c %s "$run")" -le $CAP ] \
+                || { echo "$file is over $CAP bytes: give its run's tar.xz" >&2; exit 2; }
+            file=$run  # device_demo_pair.sh unpacks data/drafter.tar.xz into data/model.safetensors
+        fi
+        local name=model.safetensors
+        [[ "$file" == *.tar.xz ]] && name=drafter.tar.xz
+        mkdir -p ".gpu-in/$into/data" && cp "$file" ".gpu-in/$into/data/$name"
+        echo "the drafter to start from: .gpu-in/$into/data/$name"
     fi
     # the answers, in order, into the first folder with room (g3 last: it trains), then g4, g5...
     local f g n=4
