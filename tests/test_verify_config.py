@@ -283,6 +283,35 @@ class TestEngines:
         assert "--speculative-num-draft-tokens 16" in (k.hint or "")
         assert "vllm: model runner" not in rows
 
+    def test_sglang_refuses_ids_outside_the_target_at_start_up(self):
+        # -1 is the embeddings to vLLM, out of range to sglang (dflash_utils' range check)
+        cfg = published()
+        cfg["dflash_config"]["target_layer_ids"] = [-1, 16, 31, 46, 61]
+        vllm_rows = by_field(check_drafter(cfg))
+        assert "sglang: target_layer_ids" not in vllm_rows
+        assert vllm_rows["dflash_config.target_layer_ids"].status == "ok"
+        row = by_field(check_drafter(cfg, engine="sglang"))["sglang: target_layer_ids"]
+        assert (row.status, row.found, row.expected) == ("invalid", [-1], "0 … 63")
+        assert row.hint == (
+            "sglang refuses them at start-up: 'DFLASH target_layer_ids contains an out-of-range "
+            "layer id. target_layer_ids[0]=-1, target_num_layers=64.'"
+        )
+        cfg["dflash_config"]["target_layer_ids"] = [1, 16, 31, 46, 64]  # one past the last
+        rows = by_field(check_drafter(cfg, engine="sglang"))
+        assert rows["sglang: target_layer_ids"].found == [64]
+        assert "target_layer_ids[4]=64, target_num_layers=64" in (
+            rows["sglang: target_layer_ids"].hint or ""
+        )
+        assert (rows["dflash_config.target_layer_ids"].hint or "").endswith(
+            "sglang refuses them at start-up (its row below)"
+        )  # not vLLM's first-request error
+        del cfg["num_target_layers"]  # the depth unknown: only the negative ids are known bad
+        cfg["dflash_config"]["target_layer_ids"] = [-1, 16, 31, 46, 61]
+        row = by_field(check_drafter(cfg, engine="sglang"))["sglang: target_layer_ids"]
+        assert (row.found, row.expected) == ([-1], "ids >= 0")
+        cfg["dflash_config"]["target_layer_ids"] = [1, 16, 31, 46, 61]
+        assert "sglang: target_layer_ids" not in by_field(check_drafter(cfg, engine="sglang"))
+
     def test_local_engine_supports_mixed_layers(self):
         rows = by_field(check_drafter(published(), entry=ENTRY, engine="local"))
         assert rows["local: mixed sliding/full"].status == "ok"

@@ -283,9 +283,13 @@ def check_layer_ids(c: Ctx) -> None:
         span = f"ids -1 … {c.n_target - 1} exist" if c.n_target else "only -1 exists"
         problems.append(
             f"ids {bad} name no layer of a {c.n_target}-layer target ({c.n_target_source}; "
-            f"engines capture id + 1, so {span}): dropped silently at "
-            "start-up, then the first request dies with 'DFlash drafter expects X concatenated "
-            "aux hidden features but received Y'"
+            f"engines capture id + 1, so {span}): "
+            + (
+                "sglang refuses them at start-up (its row below)"
+                if c.engine == "sglang"
+                else "dropped silently at start-up, then the first request dies with 'DFlash "
+                "drafter expects X concatenated aux hidden features but received Y'"
+            )
         )
     if problems:
         c.add(name, "invalid", ids, expected, "; ".join(problems))

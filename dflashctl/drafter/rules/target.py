@@ -143,14 +143,31 @@ def check_engine(c: Ctx) -> None:
             )
     elif c.engine == "sglang":
         ids = dflash_section(c.cfg).get("target_layer_ids", c.cfg.get("target_layer_ids"))
-        if c.n_target is not None and isinstance(ids, list) and c.n_target - 1 in ids:
+        ids = ids if isinstance(ids, list) and all(is_int(i) for i in ids) else []
+        n = c.n_target
+        # sglang range-checks the ids at start-up (0 <= id < the target's depth): -1, which
+        # vLLM reads as the embeddings, is refused there
+        out = [(k, i) for k, i in enumerate(ids) if i < 0 or (n is not None and i >= n)]
+        if out:
+            k, i = out[0]
+            depth = n if n is not None else "L"
+            c.add(
+                "sglang: target_layer_ids",
+                "invalid",
+                [i for _, i in out],
+                f"0 … {n - 1}" if n is not None else "ids >= 0",
+                "sglang refuses them at start-up: 'DFLASH target_layer_ids contains an "
+                f"out-of-range layer id. target_layer_ids[{k}]={i}, target_num_layers={depth}.'",
+            )
+        if n is not None and n - 1 in ids:
             c.add(
                 "sglang: last target layer",
                 "warning",
-                c.n_target - 1,
+                n - 1,
                 None,
-                "capturing the target's last layer raised IndexError in sglang (sglang#32204, "
-                "fixed by #32206): use a release with the fix",
+                "sglang captures id + 1, and the last layer has no next one: on Qwen3.5 the "
+                "server dies at start-up with IndexError (sglang#32204, closed unfixed; #32206 "
+                "not merged); on other models that capture is silently missing",
             )
         if (
             any(layer.sliding for layer in r.layers)
