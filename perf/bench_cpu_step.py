@@ -71,13 +71,13 @@ def sized_drafter(src: Path, shape: tuple[int, int], out: Path) -> Path:
 
     layers, mlp = shape
     cfg = json.loads((src / "config.json").read_text())
+    old_mlp = cfg["intermediate_size"]
     cfg["num_hidden_layers"], cfg["intermediate_size"] = layers, mlp
     cfg["layer_types"] = [cfg["layer_types"][0]] * layers
     state = load_file(src / "model.safetensors")
     one = {k.split(".", 2)[2]: v for k, v in state.items() if k.startswith("layers.0.")}
     sized = {k: v for k, v in state.items() if not k.startswith("layers.")}
     gen = torch.Generator().manual_seed(0)
-    old_mlp = json.loads((src / "config.json").read_text())["intermediate_size"]
     for i in range(layers):
         for name, v in one.items():
             dims = [mlp if name.startswith("mlp.") and d == old_mlp else d for d in v.shape]

@@ -60,15 +60,13 @@ build() {
         drafter=$(dirname "$(find /tmp/gpu-in-run -name model.safetensors | head -1)")
     fi
     if [ -n "$drafter" ]; then  # beside the wheel's last part if it fits (a 6-layer one does not)
-        local into=g3 file="$drafter/model.safetensors"
+        local into=g3 file="$drafter/model.safetensors" name=model.safetensors
         [ $(($(size .gpu-in/g3) + $(stat -c %s "$file"))) -le $CAP ] || into=g4
         if [ "$(stat -c %s "$file")" -gt $CAP ]; then  # 8 x 2048 and up: the run's xz travels
             [ -n "$run" ] && [ "$(stat -c %s "$run")" -le $CAP ] \
                 || { echo "$file is over $CAP bytes: give its run's tar.xz" >&2; exit 2; }
-            file=$run  # device_demo_pair.sh unpacks data/drafter.tar.xz into data/model.safetensors
+            file=$run name=drafter.tar.xz  # device_demo_pair.sh unpacks it into model.safetensors
         fi
-        local name=model.safetensors
-        [[ "$file" == *.tar.xz ]] && name=drafter.tar.xz
         mkdir -p ".gpu-in/$into/data" && cp "$file" ".gpu-in/$into/data/$name"
         echo "the drafter to start from: .gpu-in/$into/data/$name"
     fi
