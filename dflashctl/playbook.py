@@ -30,6 +30,7 @@ command (`run`) adds its own sections there. Pure: no network, no printing.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflashctl.errors import InputError, PlaybookError
+from dflashctl.errors import MAX_OPTION, InputError, PlaybookError, RegistryError
 from dflashctl.files import read_bounded
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -69,11 +70,11 @@ TOP_KEYS: dict[str, str] = {"name": "name", "description": "str", "hosts": "host
 # section name -> schema of its keys; `run` adds fetch/smoke/metrics sections here
 # the steps `dflashctl run` adds around serve (see commands/run/run.py)
 RUN_SECTIONS: dict[str, dict[str, str]] = {
-    "fetch": {"drafter": "str", "revision": "str", "dir": "str"},
-    "verify": {"registry": "str", "engine": "enum:local|vllm|sglang"},
+    "fetch": {"drafter": "source", "revision": "str", "dir": "str"},
+    "verify": {"registry": "registry", "engine": "enum:local|vllm|sglang"},
     "smoke": {"max_tokens": "posint", "min_tokens_per_s": "number", "timeout": "number",
-              "prompts": "args", "repetition": "enum:fail|warn"},
-    "metrics": {"min_acceptance_length": "number"},
+              "prompts": "texts", "repetition": "enum:fail|warn"},
+    "metrics": {"min_acceptance_length": "acceptance"},
 }  # fmt: skip
 SECTIONS: dict[str, dict[str, str]] = {"serve": SERVE_KEYS, **RUN_SECTIONS}
 
@@ -82,7 +83,11 @@ WORDS = {
     "name": "a name of letters, digits, '.', '-', '_'",
     "posint": "a positive integer",
     "port": "a port number (1-65535)",
-    "number": "a positive number",
+    "number": "a positive finite number",
+    "acceptance": "a number of at least 1.0 (acceptance length counts the bonus token)",
+    "texts": "a list of non-empty strings",
+    "registry": "a drafter name from the registry",
+    "source": "a drafter name from the registry, or org/repo",
     "args": "a list of strings (engine arguments)",
     "env": "a mapping of VARIABLE: value",
     "mapping": "a mapping of key: value (vLLM's --speculative-config keys)",
@@ -200,16 +205,22 @@ class _Doc:
 
 
 def _ok(kind: str, value: Any) -> bool:
-    if kind in ("str", "name"):
+    if kind in ("str", "name", "registry", "source"):
         if not isinstance(value, str) or not value.strip():
             return False
-        return kind == "str" or NAME_RE.fullmatch(value) is not None
+        return kind != "name" or NAME_RE.fullmatch(value) is not None
     if kind == "posint":
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
     if kind == "port":
         return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    if kind in ("number", "acceptance"):  # finite and in range, as the commands' options
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return False
+        if not math.isfinite(value) or value > MAX_OPTION:
+            return False
+        return value >= 1 if kind == "acceptance" else value > 0
+    if kind == "texts":
+        return isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
     if kind == "args":
         return isinstance(value, list) and all(
             isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
@@ -269,12 +280,24 @@ def _check_mapping(
                 value = _number(value)
         if not _ok(kind, value):
             raise doc.error((*prefix, key), f"must be {_words(kind)}, found {_shown(value)}")
+        if kind == "registry" or (kind == "source" and "/" not in value):
+            _check_registered(doc, (*prefix, key), value)
         if kind == "args":
             value = [str(v) for v in value]
         elif kind == "env":
             value = {k: _env_value(v) for k, v in value.items()}
         out[key] = value
     return out
+
+
+def _check_registered(doc: _Doc, key: tuple[str, ...], name: str) -> None:
+    """A drafter name the registry does not know is an error here, before anything runs."""
+    from dflashctl.drafter.registry import get_entry
+
+    try:
+        get_entry(name)
+    except RegistryError as e:  # an unreadable registry file says so itself, with its path
+        raise doc.error(key, f"no drafter {name!r} in the registry", e.hint) from None
 
 
 def _number(text: str) -> int | float | str:

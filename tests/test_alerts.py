@@ -90,6 +90,8 @@ def test_prometheus_rule_object(monkeypatch, capsys, tmp_path: Path) -> None:
         (["--for", "5 minutes"], "is not a duration"),
         (["--format", "json"], "one of rules, prometheusrule"),
         (["--tests", "t.yml"], "--tests needs --out"),
+        (["--format", "prometheusrule", "--name", ""], "is not a Kubernetes object name"),
+        (["--format", "prometheusrule", "--namespace", "Prod"], "is not a Kubernetes namespace"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, monkeypatch, capsys, args, words) -> None:
@@ -97,3 +99,17 @@ def test_bad_input_is_one_line(tmp_path: Path, monkeypatch, capsys, args, words)
     code, out, err = run_main(monkeypatch, capsys, "alerts", *args)
     assert code == 2 and out == "" and words in err.splitlines()[0], err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", ["--tests", "--out"])
+def test_an_output_refused_means_none_is_written(tmp_path: Path, monkeypatch, capsys, bad) -> None:
+    """Every output path is checked before the first is written: a directory given as the
+    tests file leaves no rule file behind (and the other way round)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    paths = {"--out": "rules.yml", "--tests": "tests.yml", bad: "sub"}
+    code, out, err = run_main(
+        monkeypatch, capsys, "alerts", *[x for kv in paths.items() for x in kv]
+    )
+    assert code == 2 and out == "" and "refusing to write" in err.splitlines()[0], err
+    assert [p.name for p in tmp_path.iterdir()] == ["sub"] and not any((tmp_path / "sub").iterdir())

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.engine_process import make_python
+from support.engine_process import fake_model, make_python
 from support.hostile import TREE, dflashctl
 from support.startup import free_port, read_until_startup
 
@@ -31,8 +31,8 @@ def alive(pid: int) -> bool:
 def start_foreground(tmp_path: Path, port: int) -> subprocess.Popen[str]:
     py = make_python(tmp_path / "bin", "ok")
     env = dict(os.environ, PYTHONPATH=str(TREE))
-    args = [sys.executable, "-m", "dflashctl", "serve", "--model", "m", "--spec", "none"]
-    args += ["--python", str(py), "--port", str(port)]
+    args = [sys.executable, "-m", "dflashctl", "serve", "--model", fake_model(tmp_path)]
+    args += ["--spec", "none", "--python", str(py), "--port", str(port)]
     return subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=TREE
     )
@@ -72,7 +72,7 @@ def test_foreground_serve_stops_its_engine_on(tmp_path: Path, sig: signal.Signal
 def start_detached(tmp_path: Path, name: str) -> state.Deployment:
     py = make_python(tmp_path / "bin", "ok")
     res = dflashctl(
-        "serve", "--model", "m", "--spec", "none", "--python", str(py), "--port",
+        "serve", "--model", fake_model(tmp_path), "--spec", "none", "--python", str(py), "--port",
         str(free_port()), "--name", name, "--detach", "--json", timeout=60,
     )  # fmt: skip
     assert res.code == 0, res.stdout + res.stderr
@@ -148,7 +148,7 @@ def test_two_launches_of_one_name_at_once_leave_no_engine_unseen(tmp_path: Path)
             "dflashctl",
             "serve",
             "--model",
-            "m",
+            fake_model(tmp_path),
             "--spec",
             "none",
             "--python",

@@ -53,3 +53,66 @@ def test_refused(args: tuple[str, ...], words: str):
     res = dflashctl(*args, timeout=30)
     assert_clean_error(res, 2, contains=words)
     assert res.stdout == ""
+
+
+# the residue a user-trial found (2026-12-07): each refused in one line, exit 2
+CASES_LATE = [
+    (("doctor", "--hub-timeout", "nan"), "--hub-timeout nan"),
+    (("doctor", "--hub-timeout", "inf"), "--hub-timeout inf"),
+    (("alerts", "--format", "prometheusrule", "--name", ""), "not a Kubernetes object name"),
+    (("alerts", "--format", "prometheusrule", "--name", "Rules_1"), "--name 'Rules_1'"),
+    (("alerts", "--format", "prometheusrule", "--namespace", "bad ns!"), "Kubernetes namespace"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args, words", CASES_LATE, ids=[" ".join(a)[:60] for a, _ in CASES_LATE])
+def test_refused_late(args: tuple[str, ...], words: str):
+    res = dflashctl(*args, timeout=30)
+    assert_clean_error(res, 2, contains=words)
+    assert res.stdout == ""
+
+
+@pytest.mark.parametrize("content", [None, "[1, 2]", "17", "{not json"])
+def test_a_tune_state_that_is_not_one_is_refused_before_anything_starts(tmp_path, content):
+    """A directory, a JSON list or number, or broken JSON: one line, exit 2, before the demo
+    pair is looked for or any server launched (no --model: the demo pair would be next)."""
+    state = tmp_path / "state"
+    if content is None:
+        state.mkdir()
+    else:
+        state.write_text(content)
+    res = dflashctl("tune", "--state", str(state), "--port", "9", timeout=30)
+    assert_clean_error(res, 2, contains=str(state))
+    assert "launching" not in res.stderr
+
+
+def _dir_with_config(path: Path) -> Path:
+    path.mkdir()
+    (path / "config.json").write_text('{"model_type": "llama"}')
+    return path
+
+
+@pytest.mark.parametrize("missing", ["--model", "--drafter"])
+def test_the_bundled_engine_is_not_launched_for_a_directory_that_is_not_there(tmp_path, missing):
+    """serve (a real launch, and a dry run with --check) and tune refuse a model or drafter
+    directory without a config.json on the host, before any engine starts: the bundled engine
+    reads local directories only. A dry run without --check does not look (it plans)."""
+    home = tmp_path / "home"
+    dirs = {"--model": str(_dir_with_config(tmp_path / "m")), "--drafter": str(tmp_path / "d")}
+    if missing == "--model":
+        dirs = {
+            "--model": str(tmp_path / "nowhere"),
+            "--drafter": str(_dir_with_config(tmp_path / "d")),
+        }
+    pair = [x for kv in dirs.items() for x in kv]
+    for args in (
+        ("serve", *pair, "--port", "9", "--detach"),
+        ("serve", *pair, "--dry-run", "--check"),
+        ("tune", *pair, "--port", "9"),
+    ):
+        res = dflashctl(*args, timeout=60, DFLASHCTL_HOME=str(home))
+        err = assert_clean_error(res, 2, contains=f"{missing} {dirs[missing]}: no config.json")
+        assert "launching" not in res.stderr, (args, err)
+    planned = dflashctl("serve", *pair, "--dry-run", timeout=60, DFLASHCTL_HOME=str(home))
+    assert planned.code == 0, planned.stderr
+    assert not (home / "deployments").exists() or not any((home / "deployments").iterdir())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_json, run_main
-from support.engine_process import make_python
+from support.engine_process import fake_model, make_python
 from support.startup import free_port, read_until_startup
 
 from dflashctl.server import deployments as state
@@ -41,7 +41,7 @@ def fake_serve(tmp_path: Path, mode: str, *extra: str, port: int | None = None) 
     return [
         "serve",
         "--model",
-        "fake-model",
+        fake_model(tmp_path),
         "--spec",
         "none",
         "--python",
@@ -557,8 +557,8 @@ def test_foreground_streams_and_ctrl_c_stops(tmp_path):
     """`dflashctl serve` without --detach: the log streams; SIGINT stops the server, exit 0."""
     py = make_python(tmp_path / "bin", "ok")
     port = free_port()
-    args = [sys.executable, "-m", "dflashctl", "serve", "--model", "m", "--spec", "none"]
-    args += ["--python", str(py), "--port", str(port)]
+    args = [sys.executable, "-m", "dflashctl", "serve", "--model", fake_model(tmp_path)]
+    args += ["--spec", "none", "--python", str(py), "--port", str(port)]
     # A test run started in the background (`./bin/test &`) inherits SIGINT ignored; Python then
     # installs no KeyboardInterrupt handler. Give the child the default, as a terminal would.
     proc = subprocess.Popen(

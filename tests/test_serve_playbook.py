@@ -41,10 +41,32 @@ def error_of(text: str) -> str:
         ("serve: [1, 2\n", "book.yaml:2: not valid YAML"),
         ("", "empty playbook"),
         ("- a\n- b\n", "a playbook is a mapping"),
+        # values the steps' commands refuse are refused here, before anything runs
+        ("metrics: {min_acceptance_length: 0.5}\n", "book.yaml:1: key "
+         "'metrics.min_acceptance_length': must be a number of at least 1.0"),
+        ("metrics: {min_acceptance_length: .inf}\n", "must be a number of at least 1.0"),
+        ("smoke: {timeout: .inf}\n", "key 'smoke.timeout': must be a positive finite number"),
+        ("smoke: {timeout: .nan}\n", "key 'smoke.timeout': must be a positive finite number"),
+        ("serve: {ready_timeout: 1e300}\n", "key 'serve.ready_timeout': must be a positive finite"),
+        ("smoke: {prompts: ['']}\n", "key 'smoke.prompts': must be a list of non-empty strings"),
+        ("verify: {registry: nosuch}\n", "book.yaml:1: key 'verify.registry': no drafter "
+         "'nosuch' in the registry | known drafters: "),
+        ("fetch: {drafter: qwen3-8b-dflash-b1}\n", "key 'fetch.drafter': no drafter "
+         "'qwen3-8b-dflash-b1' in the registry | did you mean"),
     ],
 )  # fmt: skip
 def test_errors_name_file_line_and_key(text, needle):
     assert needle in error_of(text)
+
+
+def test_registered_names_and_hub_repos_pass():
+    book = parse_playbook(
+        Path("book.yaml"),
+        "fetch: {drafter: some-org/unlisted-drafter}\nverify: {registry: demo}\n"
+        "metrics: {min_acceptance_length: 1}\nsmoke: {prompts: [hi], timeout: 30}\n",
+    )
+    assert book.sections["fetch"]["drafter"] == "some-org/unlisted-drafter"
+    assert book.sections["verify"]["registry"] == "demo"
 
 
 def test_bundled_examples_load(monkeypatch):

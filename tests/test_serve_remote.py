@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_json, run_main
-from support.engine_process import make_python
+from support.engine_process import fake_model, make_python
 from support.sshd import SSHD, Sshd, sshd_server
 from support.startup import free_port
 
@@ -50,7 +50,7 @@ def remote_env(sshd, monkeypatch, tmp_path) -> Path:
 def fake_remote(tmp_path: Path, mode: str, *extra: str, port: int | None = None) -> list[str]:
     py = make_python(tmp_path / "bin", mode)
     return [
-        "serve", "--host", "testhost", "--model", "fake-model", "--spec", "none",
+        "serve", "--host", "testhost", "--model", fake_model(tmp_path), "--spec", "none",
         "--python", str(py), "--port", str(port or free_port()), "--detach", *extra,
     ]  # fmt: skip
 
@@ -127,7 +127,7 @@ def test_hostile_model_path_and_secrets(monkeypatch, capsys, remote_env, tmp_pat
     model = f'dir with space/it\'s "q";$(touch {pwned})`touch {pwned}`'
     monkeypatch.setenv("HF_TOKEN", "hf_do_not_leak_me")
     args = fake_remote(tmp_path, "ok")
-    args[args.index("fake-model")] = model
+    args[args.index("--model") + 1] = model
     args += ["--engine", "vllm", "--served-model-name", "m"]
     py = make_python(tmp_path / "bin", "ok")
     # vLLM is run from beside --python: give the fake a `vllm` there
@@ -292,7 +292,7 @@ def test_playbook_on_two_hosts_in_parallel(monkeypatch, capsys, tmp_path, two_ho
     py = make_python(tmp_path / "bin", "ok")
     book = tmp_path / "fleet.yaml"
     book.write_text(
-        "name: fleet\nhosts: [h1, h2]\nserve:\n  engine: local\n  model: fake-model\n"
+        f"name: fleet\nhosts: [h1, h2]\nserve:\n  engine: local\n  model: {fake_model(tmp_path)}\n"
         f"  spec: none\n  python: {py}\n  port: 8000\n  ready_timeout: 60\n"
     )
     code, results, err = run_json(monkeypatch, capsys, "serve", str(book))

@@ -205,11 +205,11 @@ def test_doctor_breaks_no_word_at_80_columns(monkeypatch, capsys) -> None:
 def test_a_long_serve_wait_shows_the_engines_phase(tmp_path: Path) -> None:
     """Issue 27 #10: a wait of minutes names what the engine is doing (its log's last phase
     line: loading shards, capturing CUDA graphs), not only `waiting for the engine to load`."""
-    from support.engine_process import make_python
+    from support.engine_process import fake_model, make_python
 
     py = make_python(tmp_path / "bin", "slow_load")
-    args = ["serve", "--model", "fake-model", "--spec", "none", "--python", str(py), "--port",
-            str(free_port()), "--detach", "--name", "slow"]  # fmt: skip
+    args = ["serve", "--model", fake_model(tmp_path), "--spec", "none", "--python", str(py),
+            "--port", str(free_port()), "--detach", "--name", "slow"]  # fmt: skip
     run = run_in_terminal(args, timeout=60, env=env())
     assert run.code == 0, run.text
     assert "Loading safetensors checkpoint shards: 50%" in run.text

@@ -5,7 +5,12 @@ formats."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +69,44 @@ def test_an_interrupted_sweep_measures_only_what_is_missing(monkeypatch, capsys,
 def test_bad_input_exits_2(monkeypatch, capsys, extra, needle):
     code, out, err = run_main(monkeypatch, capsys, "tune", *extra)
     assert code == 2 and out == "" and needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_mid_sweep_stops_the_server_it_launched(tmp_path, signum):
+    """SIGTERM (a `timeout`, a supervisor) or SIGHUP (a closed terminal) while a K is measured
+    stops that K's engine as Ctrl-C does: no engine left running, no deployment left recorded."""
+    with open(tmp_path / "err", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dflashctl", *ARGS, "--repetitions", "50"],
+            env=dict(os.environ), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=err, start_new_session=True,
+        )  # fmt: skip
+    deadline, engine = time.monotonic() + 90, None
+    try:
+        while engine is None and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            if "measuring" in (tmp_path / "err").read_text():
+                engine = state.all_deployments()[0].pid
+        assert engine is not None, (tmp_path / "err").read_text()
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert state.all_deployments() == []
+    for _ in range(40):  # the engine is stopped by then; its /proc entry may linger a moment
+        if not Path(f"/proc/{engine}").exists():
+            break
+        time.sleep(0.25)
+    assert not Path(f"/proc/{engine}").exists(), "the K's engine outlived the signalled tune"
+
+
+def test_a_drafter_alone_is_served_with_the_demo_target_not_swapped_for_the_demo_drafter(
+    monkeypatch, capsys, tmp_path
+):
+    code, _out, err = run_main(monkeypatch, capsys, "tune", "--drafter", str(tmp_path / "none"))
+    assert code == 2 and f"--drafter {tmp_path / 'none'}: no config.json there" in err, err
+    assert "launching" not in err
 
 
 def test_a_state_file_of_other_settings_is_refused(monkeypatch, capsys, tmp_path):

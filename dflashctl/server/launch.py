@@ -510,7 +510,7 @@ FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def _signals_stop_the_engine() -> Iterator[None]:
+def signals_stop_the_engine() -> Iterator[None]:
     """While a foreground serve runs, SIGTERM and SIGHUP raise `Signalled`, so the engine it
     started is stopped as on Ctrl-C (only the main thread can take signals)."""
     if threading.current_thread() is not threading.main_thread():
@@ -541,7 +541,7 @@ def serve_foreground(
 ) -> LaunchResult:
     """Launch, then stream the log until the process exits, or Ctrl-C, SIGTERM or SIGHUP
     arrives: those stop the engine (SIGTERM to its process group, SIGKILL after 10 s)."""
-    with _signals_stop_the_engine():
+    with signals_stop_the_engine():
         return _serve_foreground(plan_, host, on_event=on_event, poll=poll)
 
 

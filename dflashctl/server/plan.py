@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflashctl.errors import DflashError, UsageError, require_finite
+from dflashctl.errors import DflashError, InputError, UsageError, require_finite
 from dflashctl.hosts.host import Host, quote_argv
 from dflashctl.server import deployments as state
 from dflashctl.server.engines import (
@@ -300,6 +300,17 @@ def k_notes(engine: str, k: int | None, block_k: int | None) -> list[str]:
     return []
 
 
+def require_local_dirs(host: Host, model: str | None, drafter: str | None) -> None:
+    """The bundled engine serves directories on `host`: one without a config.json is an
+    InputError before anything launches (not an engine that dies while it loads)."""
+    for flag, path in (("--model", model), ("--drafter", drafter)):
+        if path is not None and host.stat(posixpath.join(path, "config.json")) is None:
+            raise InputError(
+                f"{flag} {host.where(path)}: no config.json there",
+                "the bundled engine serves a model directory and a drafter directory",
+            )
+
+
 def _expand(host: Host, path: str | None) -> str | None:
     if path is not None and (path == "~" or path.startswith("~/")):
         return host.abspath(path)
@@ -346,7 +357,11 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
             drafter = drafter_dir
             opts, cheaper = _demo_cpu_step(opts, host, drafter_dir)
             notes += cheaper
-        notes.append("serving the embedded demo pair")
+        notes.append(
+            "serving the embedded demo pair"
+            if drafter == drafter_dir or opts.spec != "dflash"
+            else f"serving the embedded demo target with the drafter {drafter}"
+        )
         if not setup and host.is_local:
             from dflashctl.demo_target import is_ready
 
@@ -380,6 +395,8 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
                 "give K once",
             )
         k, k_source = theirs_k, sc_source
+    if opts.engine == "local" and setup and not isinstance(host, OfflineHost):
+        require_local_dirs(host, model, drafter if opts.spec == "dflash" else None)
     if opts.spec == "dflash" and drafter:
         block_k, block_source = speculative_tokens(host, drafter)
         if k is None:

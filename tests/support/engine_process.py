@@ -49,6 +49,15 @@ def make_python(directory: Path, mode: str) -> Path:
     return path
 
 
+def fake_model(directory: Path) -> str:
+    """A model directory serve's pre-launch check accepts (it holds a config.json) for the fake
+    engine, which reads nothing from it."""
+    path = directory / "fake-model"
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text('{"model_type": "llama"}')
+    return str(path)
+
+
 def _arg(argv: list[str], *names: str, default: str | None = None) -> str | None:
     for i, a in enumerate(argv):
         if a in names and i + 1 < len(argv):

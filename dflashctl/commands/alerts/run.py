@@ -3,6 +3,7 @@ run promtool on them when asked. No printing."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -98,8 +99,27 @@ def _promtool(args: list[str], cwd: Path) -> Check:
     )
 
 
+# Kubernetes object names: metadata.name a DNS-1123 subdomain, a namespace a DNS-1123 label.
+_K8S_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_K8S_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _check_k8s_names(name: str, namespace: str | None) -> None:
+    """UsageError for a metadata.name or namespace the Kubernetes API server would refuse."""
+    if len(name) > 253 or not _K8S_SUBDOMAIN.fullmatch(name):
+        raise UsageError(
+            f"--name {name!r} is not a Kubernetes object name",
+            "lower-case letters, digits, '-' and '.', at most 253, e.g. --name dflashctl-rules",
+        )
+    if namespace is not None and (len(namespace) > 63 or not _K8S_LABEL.fullmatch(namespace)):
+        raise UsageError(
+            f"--namespace {namespace!r} is not a Kubernetes namespace",
+            "lower-case letters, digits and '-', at most 63, e.g. --namespace monitoring",
+        )
+
+
 def write_alerts(o: AlertOptions) -> AlertReport:
-    from dflashctl.files import write_atomic
+    from dflashctl.files import check_target, write_atomic
     from dflashctl.monitoring.rule_tests import rule_tests
     from dflashctl.monitoring.rules import RuleOptions, parse_expected, prometheus_rule, rule_groups
 
@@ -113,6 +133,11 @@ def write_alerts(o: AlertOptions) -> AlertReport:
         raise UsageError("--tests needs --out", "the tests name the rule file they load")
     if o.scrape_config is not None and o.playbook is None:
         raise UsageError("--scrape-config needs --playbook", "it lists the playbook's hosts")
+    if o.fmt == "prometheusrule":
+        _check_k8s_names(o.name, o.namespace)
+    for path in (o.out, o.tests, o.scrape_config):
+        if path is not None:
+            check_target(path)  # every output refused before any is written
     fleet = None
     if o.playbook is not None:
         from dflashctl.monitoring.fleet import load_fleet

@@ -60,7 +60,7 @@ from dflashctl.defects.predicates import (
     normalize_dist,
 )
 from dflashctl.drafter.config import V1_UNSUPPORTED, parse_json_object, resolve, target_text_config
-from dflashctl.errors import InputError, UsageError
+from dflashctl.errors import InputError, UsageError, require_finite
 from dflashctl.hosts import open_host
 from dflashctl.hosts.host import Host
 
@@ -139,6 +139,7 @@ def run_doctor(opts: DoctorOptions, host: Host | None = None) -> DoctorReport:
         raise UsageError(f"--port {opts.port}: not a TCP port (1–65535)")
     if opts.num_speculative_tokens is not None and opts.num_speculative_tokens < 1:
         raise UsageError("--num-speculative-tokens must be at least 1")
+    require_finite(hub_timeout=opts.hub_timeout)
     if opts.hub_timeout <= 0:
         raise UsageError("--hub-timeout must be positive")
     cat = load_catalogue()

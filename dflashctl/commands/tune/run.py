@@ -301,14 +301,18 @@ def _load_state(opts: TuneOptions) -> dict[int, KResult]:
         return {}
     try:
         data = json.loads(path.read_text("utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
         if data.get("key") != opts.key():
             raise UsageError(
                 f"{path} holds a tune run with other settings",
                 "use the same command to resume, or another --state file",
             )
         return {r.k: r for r in (KResult.from_json(x) for x in data["results"])}
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise UsageError(f"{path}: not a tune state file ({e})") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read the tune state ({e.strerror or e})") from None
 
 
 def _save_state(opts: TuneOptions, done: dict[int, KResult]) -> None:
@@ -329,20 +333,23 @@ def run_tune(opts: TuneOptions, *, say: Say | None = None) -> TuneReport:
     if not 1 <= opts.rounds <= 10:
         raise UsageError("--rounds must be 1 to 10")
     _check_outputs(opts)  # before a sweep of many minutes, not after it
+    done = _load_state(opts)
     from dflashctl.hosts import open_host
-    from dflashctl.server.plan import demo_pair_dirs, speculative_tokens
+    from dflashctl.server.plan import demo_pair_dirs, require_local_dirs, speculative_tokens
 
     model, drafter = opts.model, opts.drafter
     with open_host(opts.host, python=opts.python) as host:
         if model is None:
             if opts.engine != "local":
                 raise UsageError(f"--engine {opts.engine} needs --model (and --drafter)")
-            model, drafter = demo_pair_dirs(host)
+            model, demo_drafter = demo_pair_dirs(host)
+            drafter = drafter or demo_drafter  # --drafter alone: the demo target with it
         if drafter is None:
             raise UsageError("tune needs a drafter: --drafter DIR (or neither, for the demo pair)")
+        if opts.engine == "local":  # before K=0, which launches without the drafter
+            require_local_dirs(host, model, drafter)
         block_k, _src = speculative_tokens(host, drafter)
     ladder = parse_ladder(opts.ladder, block_k)
-    done = _load_state(opts)
     complete = [k for k in ladder if k in done and done[k].rounds >= opts.rounds]
     report = TuneReport(opts, ladder, [], resumed=complete)
     for rnd in range(1, opts.rounds + 1):
@@ -431,6 +438,7 @@ def _measure(opts: TuneOptions, model: str, drafter: str, k: int, say: Say) -> K
     from dflashctl.server import deployments as state
     from dflashctl.server.book import run_serve
     from dflashctl.server.control import stop_deployment
+    from dflashctl.server.launch import signals_stop_the_engine
     from dflashctl.server.plan import ServeOptions
 
     name = f"tune-k{k}"
@@ -440,24 +448,26 @@ def _measure(opts: TuneOptions, model: str, drafter: str, k: int, say: Say) -> K
         num_speculative_tokens=k or None, extra_args=list(opts.extra_args),
     )  # fmt: skip
     t0 = time.monotonic()
-    outcome = run_serve([serve], ssh=SSHOptions(), detach=True, dry_run=False)
-    launched = outcome.results[0] if outcome.results else None
-    if launched is None or not launched.ok:
-        why = (launched.reason if launched else None) or "; ".join(outcome.errors.values())
-        raise DflashError(f"tune: the server at K={k} did not start: {why}")
-    say(f"K={k}: up in {time.monotonic() - t0:.0f} s; measuring")
-    try:
-        bench = run_bench(
-            BenchOptions(
-                targets=[name], fixtures=opts.fixtures, prompts_file=opts.prompts_file,
-                repetitions=opts.repetitions, warmup_tokens=opts.warmup_tokens,
-                max_tokens=opts.max_tokens, concurrency=opts.concurrency, timeout=opts.timeout,
-            )
-        )  # fmt: skip
-    finally:
-        dep = state.load(name)
-        if dep is not None:
-            stop_deployment(dep, grace=10.0)
+    # SIGTERM or SIGHUP, like Ctrl-C, stops the server this K launched (from the launch on)
+    with signals_stop_the_engine():
+        try:
+            outcome = run_serve([serve], ssh=SSHOptions(), detach=True, dry_run=False)
+            launched = outcome.results[0] if outcome.results else None
+            if launched is None or not launched.ok:
+                why = (launched.reason if launched else None) or "; ".join(outcome.errors.values())
+                raise DflashError(f"tune: the server at K={k} did not start: {why}")
+            say(f"K={k}: up in {time.monotonic() - t0:.0f} s; measuring")
+            bench = run_bench(
+                BenchOptions(
+                    targets=[name], fixtures=opts.fixtures, prompts_file=opts.prompts_file,
+                    repetitions=opts.repetitions, warmup_tokens=opts.warmup_tokens,
+                    max_tokens=opts.max_tokens, concurrency=opts.concurrency, timeout=opts.timeout,
+                )
+            )  # fmt: skip
+        finally:
+            dep = state.load(name)
+            if dep is not None:
+                stop_deployment(dep, grace=10.0)
     tr = bench.targets[0]
     decode, spread, tau, samples = {}, {}, {}, {}
     for fixture, cell in tr.cells.items():
