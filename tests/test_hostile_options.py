@@ -58,6 +58,9 @@ def test_refused(args: tuple[str, ...], words: str):
 # the residue a user-trial found (2026-12-07): each refused in one line, exit 2
 CASES_LATE = [
     (("doctor", "--hub-timeout", "nan"), "--hub-timeout nan"),
+    (("metrics", LOG, "--exit-on-alarm"), "--exit-on-alarm goes with --follow"),
+    (("alerts", "--min-drafts-per-s", "inf"), "--min-drafts-per-s inf"),
+    (("alerts", "--min-drafts-per-s", "nan"), "--min-drafts-per-s nan"),
     (("doctor", "--hub-timeout", "inf"), "--hub-timeout inf"),
     (("alerts", "--format", "prometheusrule", "--name", ""), "not a Kubernetes object name"),
     (("alerts", "--format", "prometheusrule", "--name", "Rules_1"), "--name 'Rules_1'"),

@@ -67,7 +67,9 @@ class RuleOptions:
             if not _DURATION.fullmatch(value):
                 raise UsageError(f"{name} {value!r} is not a duration", "e.g. 5m, 30s, 6h")
         if not 0 < self.min_drafts_per_s < 1e6:
-            raise UsageError("--min-drafts-per-s must be above 0")
+            raise UsageError(
+                f"--min-drafts-per-s {self.min_drafts_per_s:g}: give a rate above 0 and below 1e6"
+            )
 
 
 def parse_expected(spec: str) -> Expected:

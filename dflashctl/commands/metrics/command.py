@@ -88,6 +88,13 @@ def metrics(
     from dflashctl.commands.metrics.source import resolve_source
     from dflashctl.metrics import MetricsOptions, analyze_source
 
+    if exit_on_alarm and not (follow or serve_metrics):
+        from dflashctl.errors import UsageError
+
+        raise UsageError(
+            "--exit-on-alarm goes with --follow",
+            "a one-shot read already exits 1 when it raises an alarm",
+        )
     src = resolve_source(source, host)
     source, host = src.source, src.host
     if plot is not None:
