@@ -119,3 +119,15 @@ def test_the_bundled_engine_is_not_launched_for_a_directory_that_is_not_there(tm
     planned = dflashctl("serve", *pair, "--dry-run", timeout=60, DFLASHCTL_HOME=str(home))
     assert planned.code == 0, planned.stderr
     assert not (home / "deployments").exists() or not any((home / "deployments").iterdir())
+
+
+@pytest.mark.parametrize("block", [1, -1])
+def test_a_drafter_block_too_small_to_draft_is_named_not_blamed_on_an_option(tmp_path, block):
+    """K comes from the drafter's block_size when not given: a block under 2 is the config's
+    fault (named with verify-config's command), not an option the user never passed."""
+    model, drafter = _dir_with_config(tmp_path / "m"), tmp_path / "d"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(f'{{"model_type": "qwen3", "block_size": {block}}}')
+    res = dflashctl("serve", "--model", str(model), "--drafter", str(drafter), "--dry-run")
+    err = assert_clean_error(res, 2, contains=f"a block of {block} leaves no token to draft")
+    assert str(drafter / "config.json") in err and "--num-speculative-tokens" not in err

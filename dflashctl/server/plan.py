@@ -399,6 +399,12 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
         require_local_dirs(host, model, drafter if opts.spec == "dflash" else None)
     if opts.spec == "dflash" and drafter:
         block_k, block_source = speculative_tokens(host, drafter)
+        if k is None and block_k is not None and block_k < 1:
+            raise InputError(
+                f"{block_source}: a block of {block_k + 1} leaves no token to draft",
+                f"a DFlash block is at least 2; check the drafter: dflashctl verify-config "
+                f"{drafter}",
+            )
         if k is None:
             k, k_source = block_k, block_source
         notes += k_notes(opts.engine, k, block_k)
