@@ -320,7 +320,8 @@ def _expand(host: Host, path: str | None) -> str | None:
 def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
     """Resolve the options into a command for `host` (reads the drafter config there). An
     `OfflineHost` (a dry run) is never connected to: the notes say what was not checked. With
-    `setup` False nothing is downloaded (the demo target's path is where it would be)."""
+    `setup` False (a dry run without --check) nothing is downloaded (the demo target's path is
+    where it would be) and the bundled engine's directories are not looked for."""
     from dflashctl.hosts.host import OfflineHost
 
     if opts.engine not in ENGINES:
@@ -395,7 +396,7 @@ def plan(opts: ServeOptions, host: Host, *, setup: bool = True) -> Plan:
                 "give K once",
             )
         k, k_source = theirs_k, sc_source
-    if opts.engine == "local" and setup and not isinstance(host, OfflineHost):
+    if opts.engine == "local" and setup and not isinstance(host, OfflineHost):  # launch, --check
         require_local_dirs(host, model, drafter if opts.spec == "dflash" else None)
     if opts.spec == "dflash" and drafter:
         block_k, block_source = speculative_tokens(host, drafter)
